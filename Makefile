@@ -1,0 +1,28 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Each creates .venv when missing and
+# installs the project into it with what it needs.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.tvbod-installed
+# A real-time optimizer wants one BLAS thread (see docs/benchmarks.md); tests are also steadier so.
+export OPENBLAS_NUM_THREADS ?= 1
+export OMP_NUM_THREADS ?= 1
+export MKL_NUM_THREADS ?= 1
+
+.PHONY: demo test venv clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,plots]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+demo: $(STAMP)
+	$(PY) -m tvbod bench within-model --runs 4 --horizon 150 --cases main --out runs/demo-within-model
+
+clean:
+	rm -rf $(VENV) runs bench-out

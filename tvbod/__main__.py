@@ -1,0 +1,5 @@
+import sys
+
+from tvbod.cli import main
+
+sys.exit(main())

@@ -1,0 +1,62 @@
+"""`tvbod` command line: run | status | inspect | replay | bench | keygen.
+
+Each subcommand lives in its own module exposing `add_arguments(parser)` and `run(args) -> int`;
+modules are imported lazily so `tvbod status` does not pay for scipy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+
+#: subcommand -> (module, help)
+COMMANDS = {
+    "run": ("tvbod.service.app", "run the daemon"),
+    "status": ("tvbod.service.status_cmd", "ask a running daemon for its plants' status"),
+    "inspect": ("tvbod.service.inspect_cmd", "summarize a plant's checkpoint and journal offline"),
+    "replay": ("tvbod.service.replay", "re-run a plant's optimizer offline from its journal"),
+    "keygen": ("tvbod.service.keygen", "create a CURVE key pair"),
+}
+#: bench name -> (module, help)
+BENCHES = {
+    "within-model": ("tvbod.bench.within_model", "the paper's synthetic within-model experiment"),
+    "latency": ("tvbod.bench.latency", "ask/tell latency of the core"),
+    "daemon": ("tvbod.bench.daemon", "round-trip latency and throughput through the daemon"),
+    "cartpole": ("tvbod.bench.cartpole", "policy search on the cart-pole with a friction jump"),
+    "temperature": ("tvbod.bench.temperature", "replayed Intel Lab temperature sensors"),
+}
+
+
+def _available(table: dict) -> dict:
+    out = {}
+    for name, (module, help_) in table.items():
+        if importlib.util.find_spec(module) is not None:
+            out[name] = (module, help_)
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tvbod", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (module, help_) in _available(COMMANDS).items():
+        p = sub.add_parser(name, help=help_)
+        importlib.import_module(module).add_arguments(p)
+        p.set_defaults(_module=module)
+    bench = sub.add_parser("bench", help="benchmarks that print tables and write plots")
+    bsub = bench.add_subparsers(dest="bench", required=True)
+    for name, (module, help_) in _available(BENCHES).items():
+        p = bsub.add_parser(name, help=help_)
+        importlib.import_module(module).add_arguments(p)
+        p.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(importlib.import_module(args._module).run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""The pure optimizer core: kernels, GP posterior, event trigger, acquisition, strategies.
+
+Imports numpy and scipy only (no sockets, files, clocks or logging), so it runs in a notebook:
+
+>>> from tvbod.core import make_strategy
+>>> s = make_strategy({"domain": {"lower": [0.0], "upper": [1.0]}, "seed": 1})
+>>> x = s.ask(); r = s.tell(x, 0.5)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .errors import DomainError, NumericalError, SpecError, StateError, TvbodError
+from .spec import OptimizerSpec, parse_spec
+from .strategies import GPUCBStrategy, Strategy, TellResult
+from .trigger import EventTrigger, TriggerDecision
+
+
+def make_strategy(spec: Mapping | OptimizerSpec) -> Strategy:
+    """Build the strategy an `optimizer:` mapping describes (validated by `parse_spec`)."""
+    return GPUCBStrategy(parse_spec(spec))
+
+
+__all__ = [
+    "DomainError", "EventTrigger", "NumericalError", "OptimizerSpec", "SpecError", "StateError",
+    "Strategy", "TellResult", "TriggerDecision", "TvbodError", "make_strategy", "parse_spec",
+]

@@ -1,0 +1,269 @@
+"""The `optimizer:` mapping, parsed and validated once into a frozen `OptimizerSpec`.
+
+Every error is a `SpecError` naming the offending key (dotted path) and the allowed values.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import SpecError
+
+#: Strategy presets: (reset policy, temporal factor) — see `strategies.gpucb`.
+STRATEGIES = {
+    "et-gp-ucb": ("event", None),
+    "gp-ucb": ("none", None),
+    "r-gp-ucb": ("periodic", None),
+    "tv-gp-ucb": ("none", "forgetting"),
+    "ui-tvbo": ("none", "drift"),
+}
+#: Keys that only one strategy uses, and which.
+_STRATEGY_KEYS = {"reset_period": "r-gp-ucb", "forgetting": "tv-gp-ucb", "drift_variance": "ui-tvbo"}
+_TOP_KEYS = {
+    "strategy", "sense", "domain", "kernel", "noise_variance", "beta", "delta_b", "reset_period",
+    "forgetting", "drift_variance", "measurement", "budget", "seed",
+}
+#: Largest finite domain whose Gram matrix is precomputed (m^2 float64 = 200 MB at 5000).
+MAX_FINITE_POINTS = 5000
+
+
+@dataclass(frozen=True)
+class DomainSpec:
+    type: str  # box | points | arms
+    lower: tuple[float, ...] = ()
+    upper: tuple[float, ...] = ()
+    scaling: tuple[float, ...] | None = None
+    points: tuple[tuple[float, ...], ...] = ()
+    n_arms: int = 0
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    type: str  # se | matern52 | matrix
+    lengthscales: tuple[float, ...] = (0.2,)
+    variance: float = 1.0
+    matrix: tuple[tuple[float, ...], ...] = ()
+
+
+@dataclass(frozen=True)
+class OptimizerSpec:
+    """A validated strategy configuration; `make_strategy` turns it into a `Strategy`."""
+
+    domain: DomainSpec
+    strategy: str = "et-gp-ucb"
+    sense: str = "maximize"
+    kernel: KernelSpec = field(default_factory=lambda: KernelSpec("se"))
+    noise_variance: float = 0.02
+    beta_c1: float = 0.4
+    beta_c2: float = 4.0
+    delta_b: float = 0.1
+    reset_period: int | None = None
+    forgetting: float | None = None
+    drift_variance: float | None = None
+    measurement_offset: float = 0.0
+    measurement_scale: float = 1.0
+    candidates: int = 1024
+    starts: int = 5
+    maxiter: int = 50
+    seed: int = 0
+
+    @property
+    def reset_policy(self) -> str:
+        return STRATEGIES[self.strategy][0]
+
+    @property
+    def temporal(self) -> str | None:
+        return STRATEGIES[self.strategy][1]
+
+    @property
+    def dim(self) -> int:
+        d = self.domain
+        return len(d.lower) if d.type == "box" else (len(d.points[0]) if d.type == "points" else 1)
+
+
+# ---------------------------------------------------------------------- small validators
+def _mapping(value, key: str) -> Mapping:
+    if not isinstance(value, Mapping):
+        raise SpecError(key, f"must be a mapping, got {type(value).__name__}")
+    return value
+
+
+def _check_keys(m: Mapping, allowed: set[str], prefix: str) -> None:
+    for k in m:
+        if k not in allowed:
+            raise SpecError(f"{prefix}{k}", "unknown key", ", ".join(sorted(allowed)))
+
+
+def _number(value, key: str, lo: float = -math.inf, hi: float = math.inf, *, lo_open=False,
+            hi_open=False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise SpecError(key, f"must be a number, got {value!r}")
+    v = float(value)
+    ok = math.isfinite(v) and (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
+    if not ok:
+        lb = "(" if lo_open else "["
+        ub = ")" if hi_open else "]"
+        raise SpecError(key, f"{v!r} is out of range", f"{lb}{lo}, {hi}{ub}")
+    return v
+
+
+def _integer(value, key: str, lo: int, hi: int = 2**62) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise SpecError(key, f"must be an integer, got {value!r}")
+    if not lo <= int(value) <= hi:
+        raise SpecError(key, f"{value} is out of range", f"[{lo}, {hi}]")
+    return int(value)
+
+
+def _choice(value, key: str, allowed) -> str:
+    if value not in allowed:
+        raise SpecError(key, f"{value!r} is not supported", ", ".join(allowed))
+    return value
+
+
+def _vector(value, key: str, n: int | None = None) -> tuple[float, ...]:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = [value] * (n or 1)
+    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
+        raise SpecError(key, "must be a list of numbers")
+    out = tuple(_number(v, f"{key}[{i}]") for i, v in enumerate(value))
+    if not out or (n is not None and len(out) != n):
+        raise SpecError(key, f"needs {n if n is not None else 'at least one'} numbers, got {len(out)}")
+    return out
+
+
+def _matrix(value, key: str) -> np.ndarray:
+    try:
+        a = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise SpecError(key, "must be a rectangular list of lists of numbers") from None
+    if a.ndim != 2 or a.size == 0 or not np.all(np.isfinite(a)):
+        raise SpecError(key, "must be a non-empty 2-D array of finite numbers")
+    return a
+
+
+# ---------------------------------------------------------------------- sections
+def _parse_domain(value) -> DomainSpec:
+    m = _mapping(value, "domain")
+    kind = _choice(m.get("type", "box"), "domain.type", ("box", "points", "arms"))
+    if kind == "box":
+        _check_keys(m, {"type", "lower", "upper", "scaling"}, "domain.")
+        for req in ("lower", "upper"):
+            if req not in m:
+                raise SpecError(f"domain.{req}", "is required for a box domain")
+        lower = _vector(m["lower"], "domain.lower")
+        upper = _vector(m["upper"], "domain.upper", len(lower))
+        for i, (a, b) in enumerate(zip(lower, upper)):
+            if not a < b:
+                raise SpecError(f"domain.upper[{i}]", f"{b} must be greater than lower {a}")
+        scaling = None
+        if m.get("scaling") is not None:
+            scaling = _vector(m["scaling"], "domain.scaling", len(lower))
+            for i, s in enumerate(scaling):
+                _number(s, f"domain.scaling[{i}]", 0.0, lo_open=True)
+        return DomainSpec("box", lower, upper, scaling)
+    if kind == "points":
+        _check_keys(m, {"type", "points", "scaling"}, "domain.")
+        if "points" not in m:
+            raise SpecError("domain.points", "is required for a points domain")
+        p = _matrix(m["points"], "domain.points")
+        if len(p) > MAX_FINITE_POINTS:
+            raise SpecError("domain.points", f"has {len(p)} points", f"at most {MAX_FINITE_POINTS}")
+        scaling = None
+        if m.get("scaling") is not None:
+            scaling = _vector(m["scaling"], "domain.scaling", p.shape[1])
+            for i, s in enumerate(scaling):
+                _number(s, f"domain.scaling[{i}]", 0.0, lo_open=True)
+        return DomainSpec("points", points=tuple(map(tuple, p.tolist())), scaling=scaling)
+    _check_keys(m, {"type", "n_arms"}, "domain.")
+    if "n_arms" not in m:
+        raise SpecError("domain.n_arms", "is required for an arms domain")
+    return DomainSpec("arms", n_arms=_integer(m["n_arms"], "domain.n_arms", 1, MAX_FINITE_POINTS))
+
+
+def _parse_kernel(value, domain: DomainSpec, dim: int) -> KernelSpec:
+    m = _mapping(value, "kernel")
+    default = "matrix" if domain.type == "arms" else "se"
+    kind = _choice(m.get("type", default), "kernel.type", ("se", "matern52", "matrix"))
+    if domain.type == "arms" and kind != "matrix":
+        raise SpecError("kernel.type", f"{kind!r} needs coordinates; an arms domain needs", "matrix")
+    if kind == "matrix":
+        if domain.type != "arms":
+            raise SpecError("kernel.type", "'matrix' is for an arms domain", "se, matern52")
+        _check_keys(m, {"type", "matrix"}, "kernel.")
+        if "matrix" not in m:
+            raise SpecError("kernel.matrix", "is required for a matrix kernel")
+        K = _matrix(m["matrix"], "kernel.matrix")
+        if K.shape != (domain.n_arms, domain.n_arms):
+            raise SpecError("kernel.matrix", f"has shape {K.shape}",
+                            f"({domain.n_arms}, {domain.n_arms}) to match domain.n_arms")
+        if not np.allclose(K, K.T, rtol=1e-8, atol=1e-10 * np.abs(K).max()):
+            raise SpecError("kernel.matrix", "is not symmetric")
+        eig = np.linalg.eigvalsh(K)
+        if eig[0] < -1e-8 * max(eig[-1], 1e-300):
+            raise SpecError("kernel.matrix", f"is not positive semi-definite (eigenvalue {eig[0]:.3g})")
+        return KernelSpec("matrix", matrix=tuple(map(tuple, K.tolist())))
+    _check_keys(m, {"type", "lengthscales", "variance"}, "kernel.")
+    ls = _vector(m.get("lengthscales", 0.2), "kernel.lengthscales")
+    if len(ls) == 1:
+        ls = ls * dim
+    if len(ls) != dim:
+        raise SpecError("kernel.lengthscales", f"has {len(ls)} values", f"1 or {dim} (the dimension)")
+    for i, v in enumerate(ls):
+        _number(v, f"kernel.lengthscales[{i}]", 0.0, lo_open=True)
+    var = _number(m.get("variance", 1.0), "kernel.variance", 0.0, lo_open=True)
+    return KernelSpec(kind, lengthscales=ls, variance=var)
+
+
+def parse_spec(spec: Mapping | OptimizerSpec) -> OptimizerSpec:
+    """Validate the `optimizer:` mapping (see docs/configuration.md) into an `OptimizerSpec`."""
+    if isinstance(spec, OptimizerSpec):
+        return spec
+    m = _mapping(spec, "optimizer")
+    _check_keys(m, _TOP_KEYS, "")
+    strategy = _choice(m.get("strategy", "et-gp-ucb"), "strategy", tuple(STRATEGIES))
+    for key, owner in _STRATEGY_KEYS.items():
+        if key in m and owner != strategy:
+            raise SpecError(key, f"applies to strategy {owner!r}, not {strategy!r}")
+        if owner == strategy and key not in m:
+            raise SpecError(key, f"is required for strategy {strategy!r}")
+    if "domain" not in m:
+        raise SpecError("domain", "is required")
+    domain = _parse_domain(m["domain"])
+    dim = {"box": len(domain.lower), "points": len(domain.points[0]) if domain.points else 0,
+           "arms": 1}[domain.type]
+    kernel = _parse_kernel(m.get("kernel", {}), domain, dim)
+    beta = _mapping(m.get("beta", {}), "beta")
+    _check_keys(beta, {"c1", "c2"}, "beta.")
+    meas = _mapping(m.get("measurement", {}), "measurement")
+    _check_keys(meas, {"offset", "scale"}, "measurement.")
+    budget = _mapping(m.get("budget", {}), "budget")
+    _check_keys(budget, {"candidates", "starts", "maxiter"}, "budget.")
+    kw = {}
+    if strategy == "r-gp-ucb":
+        kw["reset_period"] = _integer(m["reset_period"], "reset_period", 1)
+    if strategy == "tv-gp-ucb":
+        kw["forgetting"] = _number(m["forgetting"], "forgetting", 0.0, 1.0, lo_open=True, hi_open=True)
+    if strategy == "ui-tvbo":
+        kw["drift_variance"] = _number(m["drift_variance"], "drift_variance", 0.0, lo_open=True)
+    return OptimizerSpec(
+        domain=domain,
+        strategy=strategy,
+        sense=_choice(m.get("sense", "maximize"), "sense", ("maximize", "minimize")),
+        kernel=kernel,
+        noise_variance=_number(m.get("noise_variance", 0.02), "noise_variance", 0.0, lo_open=True),
+        beta_c1=_number(beta.get("c1", 0.4), "beta.c1", 0.0),
+        beta_c2=_number(beta.get("c2", 4.0), "beta.c2", 1.0),
+        delta_b=_number(m.get("delta_b", 0.1), "delta_b", 0.0, 1.0, lo_open=True, hi_open=True),
+        measurement_offset=_number(meas.get("offset", 0.0), "measurement.offset"),
+        measurement_scale=_number(meas.get("scale", 1.0), "measurement.scale", 0.0, lo_open=True),
+        candidates=_integer(budget.get("candidates", 1024), "budget.candidates", 1, 1 << 20),
+        starts=_integer(budget.get("starts", 5), "budget.starts", 1, 1000),
+        maxiter=_integer(budget.get("maxiter", 50), "budget.maxiter", 0, 10000),
+        seed=_integer(m.get("seed", 0), "seed", 0, 2**63 - 1),
+        **kw,
+    )

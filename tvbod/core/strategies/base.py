@@ -1,0 +1,59 @@
+"""The strategy interface every optimizer in tvbod implements: `ask`, `tell`, and exact state."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TellResult:
+    """What one `tell` did.
+
+    `t` is the step that was told, `t_prime` the steps since the last reset used by the trigger,
+    `psi`/`threshold`/`mu`/`sigma` the trigger's quantities in the GP's internal (scaled) units,
+    `reset` whether the dataset was reset and `reset_reason` why ("event" or "periodic"),
+    `dataset_size` the size of D after the tell.
+    """
+
+    t: int
+    t_prime: int
+    reset: bool
+    reset_reason: str | None
+    psi: float
+    threshold: float
+    mu: float
+    sigma: float
+    dataset_size: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class Strategy(ABC):
+    """A seeded, deterministic sequential optimizer over a domain (maximizes internally)."""
+
+    name: str
+
+    @property
+    @abstractmethod
+    def t(self) -> int:
+        """The global step of the next `ask`/`tell` (from 1)."""
+
+    @abstractmethod
+    def ask(self) -> np.ndarray:
+        """The next point to evaluate, in physical units; repeated calls before a `tell` agree."""
+
+    @abstractmethod
+    def tell(self, x, y: float) -> TellResult:
+        """Report measurement `y` at `x` (any point of the domain, not only the last proposal)."""
+
+    @abstractmethod
+    def state_dict(self) -> dict:
+        """Plain data (numbers, strings, lists) from which `load_state_dict` restores exactly."""
+
+    @abstractmethod
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a `state_dict`; the next proposal is bit-identical to the saved strategy's."""

@@ -1,0 +1,232 @@
+"""The GP-UCB family: one engine, two orthogonal choices.
+
+- a **reset policy**: none (GP-UCB), periodic every N steps (R-GP-UCB, Bogunovic et al. 2016), or
+  the event trigger (ET-GP-UCB, Brunzema et al. 2022);
+- a **temporal factor** on the kernel: none, TV-GP-UCB's forgetting `(1-eps)^(|t-t'|/2)`, or
+  UI-TVBO's Wiener drift `1 + sigma_w^2 min(t, t')`.
+
+`ask()` reads as the pipeline: posterior on D -> `beta_t` -> maximize UCB. `tell()` checks the
+trigger against the posterior *before* adding the point, then resets or appends.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..acquisition import beta_t
+from ..domains import ArmsDomain, BoxDomain, PointsDomain
+from ..errors import DomainError, StateError
+from ..gp import ExactGP
+from ..kernels import ForgettingFactor, Matern52, MatrixKernel, SquaredExponential, WienerDrift
+from ..optimize import Budget, maximize_ucb_on_box, maximize_ucb_on_set, sobol_unit
+from ..spec import OptimizerSpec
+from ..trigger import EventTrigger
+from .base import Strategy, TellResult
+
+_STATE_FORMAT = 1
+#: Stream ids for the per-step generators `default_rng([seed, t, stream])`.
+_RNG_ASK = 1
+#: How many of the best observed points join the Sobol candidates on a box.
+_EXTRA_STARTS = 3
+
+
+def build_domain(spec: OptimizerSpec):
+    d = spec.domain
+    if d.type == "box":
+        return BoxDomain(d.lower, d.upper, d.scaling)
+    if d.type == "points":
+        return PointsDomain(d.points, d.scaling)
+    return ArmsDomain(d.n_arms)
+
+
+def build_kernel(spec: OptimizerSpec, domain):
+    k = spec.kernel
+    if k.type == "matrix":
+        return MatrixKernel(k.matrix)
+    base = (SquaredExponential if k.type == "se" else Matern52)(k.lengthscales, k.variance)
+    if isinstance(domain, PointsDomain):
+        Z = domain.kernel_inputs
+        return MatrixKernel(base(Z, Z))
+    return base
+
+
+def build_temporal(spec: OptimizerSpec):
+    if spec.temporal == "forgetting":
+        return ForgettingFactor(spec.forgetting)
+    if spec.temporal == "drift":
+        return WienerDrift(spec.drift_variance)
+    return None
+
+
+class GPUCBStrategy(Strategy):
+    """GP-UCB with a configurable reset policy and temporal kernel factor (see module docstring)."""
+
+    def __init__(self, spec: OptimizerSpec) -> None:
+        self.spec = spec
+        self.name = spec.strategy
+        self.domain = build_domain(spec)
+        self.gp = ExactGP(build_kernel(spec, self.domain), spec.noise_variance, build_temporal(spec))
+        self.trigger = EventTrigger(spec.delta_b, spec.noise_variance)
+        self.budget = Budget(spec.candidates, spec.starts, spec.maxiter)
+        self._sign = 1.0 if spec.sense == "maximize" else -1.0
+        if self.domain.finite:
+            self.gp.attach_query_set(np.arange(self.domain.size, dtype=float)[:, None])
+            self._unit = None
+        else:
+            self._unit = sobol_unit(self.domain.dim, spec.candidates, spec.seed)
+        self._t = 1
+        self._t_reset = 0
+        self._resets = 0
+        self._last_reset_t: int | None = None
+        self._pending: np.ndarray | None = None
+
+    # ------------------------------------------------------------------ read-only views
+    @property
+    def t(self) -> int:
+        return self._t
+
+    @property
+    def t_prime(self) -> int:
+        """`t'` for the next tell: steps since the last reset (`t` before the first one)."""
+        return self._t - self._t_reset
+
+    @property
+    def dataset_size(self) -> int:
+        return self.gp.n
+
+    @property
+    def resets(self) -> int:
+        return self._resets
+
+    @property
+    def last_reset_t(self) -> int | None:
+        return self._last_reset_t
+
+    @property
+    def pending(self) -> np.ndarray | None:
+        """The proposal waiting for its `tell`, in physical units, or None."""
+        return None if self._pending is None else self.domain.to_physical(self._pending)
+
+    def to_internal_y(self, y: float) -> float:
+        """Measurement -> the GP's scale: `sign * (y - offset) / scale` (sign -1 when minimizing)."""
+        return self._sign * (float(y) - self.spec.measurement_offset) / self.spec.measurement_scale
+
+    def predict(self, x) -> tuple[float, float]:
+        """Posterior mean and std of the objective at `x` for the next step, in measurement units."""
+        z = self.domain.to_internal(x)
+        mean, var = self.gp.predict(z[None, :], float(self._t))
+        scale = self.spec.measurement_scale
+        return (self._sign * float(mean[0]) * scale + self.spec.measurement_offset,
+                float(np.sqrt(var[0])) * scale)
+
+    def dataset(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The current dataset D as `(X physical (n, d), y in measurement units (n,), steps (n,))`."""
+        if self.gp.n == 0:
+            return np.empty((0, self.domain.dim)), np.empty(0), np.empty(0, dtype=int)
+        X = np.array([self.domain.to_physical(z) for z in self.gp.X_])
+        y = self._sign * self.gp.y_ * self.spec.measurement_scale + self.spec.measurement_offset
+        return X, y, self.gp.times_.astype(int)
+
+    # ------------------------------------------------------------------ ask / tell
+    def ask(self) -> np.ndarray:
+        if self._pending is None:
+            self._pending = self._propose()
+        return self.domain.to_physical(self._pending)
+
+    def _propose(self) -> np.ndarray:
+        t = self._t
+        rng = np.random.default_rng([self.spec.seed, t, _RNG_ASK])
+        if self.gp.n == 0:
+            # The UCB is constant on an empty dataset: propose a uniformly random point.
+            return self.domain.sample(rng, 1)[0]
+        beta = beta_t(t, self.spec.beta_c1, self.spec.beta_c2)
+        if self.domain.finite:
+            mean, var = self.gp.predict_query_set(float(t))
+            i, _ = maximize_ucb_on_set(mean, var, beta)
+            return np.array([float(i)])
+        best = np.argsort(-self.gp.y_)[:_EXTRA_STARTS]
+        z, _ = maximize_ucb_on_box(
+            self.gp, float(t), beta, self.domain.z_lower, self.domain.z_upper,
+            self._unit, rng.random(self.domain.dim), self.budget, extra=self.gp.X_[best],
+        )
+        return z
+
+    def _posterior_at(self, z: np.ndarray, t: int) -> tuple[float, float]:
+        if self.domain.finite and self.gp.n:
+            mean, var = self.gp.predict_query_set(float(t))
+            i = int(z[0])
+            return float(mean[i]), float(np.sqrt(var[i]))
+        mean, var = self.gp.predict(z[None, :], float(t))
+        return float(mean[0]), float(np.sqrt(var[0]))
+
+    def tell(self, x, y: float) -> TellResult:
+        z = self.domain.to_internal(x)
+        if not np.isfinite(y):
+            raise DomainError(f"measurement must be finite, got {y!r}")
+        t, yi = self._t, self.to_internal_y(y)
+        t_prime = t - self._t_reset
+        mu, sigma = self._posterior_at(z, t)
+        decision = self.trigger.evaluate(yi, mu, sigma, t_prime)
+        n_before = self.gp.n
+        reason = None
+        # Paper, Alg. 1: on a trigger D <- {(x_t, y_t)}; the trigger is moot on an empty D.
+        if self.spec.reset_policy == "event" and decision.fired and n_before > 0:
+            reason = "event"
+            self.gp.reset()
+        self.gp.append(z, yi, float(t))
+        if self.spec.reset_policy == "periodic" and t % self.spec.reset_period == 0:
+            reason = "periodic"  # R-GP-UCB: forget everything every N steps
+            self.gp.reset()
+        if reason is not None:
+            self._t_reset = t
+            self._resets += 1
+            self._last_reset_t = t
+        self._t += 1
+        self._pending = None
+        return TellResult(
+            t=t, t_prime=t_prime, reset=reason is not None, reset_reason=reason,
+            psi=decision.psi, threshold=decision.threshold, mu=mu, sigma=sigma,
+            dataset_size=self.gp.n,
+        )
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict:
+        return {
+            "format": _STATE_FORMAT,
+            "strategy": self.name,
+            "dim": int(self.domain.dim),
+            "t": self._t,
+            "t_reset": self._t_reset,
+            "resets": self._resets,
+            "last_reset_t": self._last_reset_t,
+            "pending": None if self._pending is None else self._pending.tolist(),
+            "gp": self.gp.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        try:
+            if state["format"] != _STATE_FORMAT:
+                raise StateError(f"state format {state['format']!r}, expected {_STATE_FORMAT}")
+            if state["strategy"] != self.name:
+                raise StateError(f"state is for strategy {state['strategy']!r}, not {self.name!r}")
+            if int(state["dim"]) != self.domain.dim:
+                raise StateError(f"state has dimension {state['dim']}, domain has {self.domain.dim}")
+            t, t_reset = int(state["t"]), int(state["t_reset"])
+            if not 0 <= t_reset < t:
+                raise StateError(f"inconsistent steps t={t}, t_reset={t_reset}")
+            pending = state["pending"]
+            pending = None if pending is None else np.asarray(pending, dtype=float).reshape(-1)
+            gp_state = state["gp"]
+            gp_state_n = len(gp_state["y"])
+            if len(gp_state["X"]) != gp_state_n or len(gp_state["times"]) != gp_state_n:
+                raise StateError("gp state has inconsistent lengths")
+            resets = int(state["resets"])
+            last = state["last_reset_t"]
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, StateError):
+                raise
+            raise StateError(f"malformed state: {exc!r}") from None
+        self.gp.load_state_dict(gp_state)
+        self._t, self._t_reset, self._resets = t, t_reset, resets
+        self._last_reset_t = None if last is None else int(last)
+        self._pending = pending
