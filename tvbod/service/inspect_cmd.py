@@ -1,0 +1,93 @@
+"""`tvbod inspect PATH`: summarize a plant's checkpoint, journal and events without a daemon.
+
+PATH is a state directory (every plant under `plants/`), one plant's directory, or a file inside
+one. Nothing is modified: recovery runs on a temporary copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", type=Path, help="state directory, plant directory or a file in one")
+    parser.add_argument("--json", action="store_true", help="print the summaries as JSON")
+
+
+def plant_dirs(path: Path) -> list[Path]:
+    """The plant directories PATH designates."""
+    path = path.resolve()
+    if path.is_file():
+        path = path.parent
+    if (path / "plants").is_dir():
+        return sorted(p for p in (path / "plants").iterdir() if p.is_dir())
+    return [path]
+
+
+def summarize(plant_dir: Path) -> dict[str, Any]:
+    """What recovery would find in `plant_dir` (run on a copy), plus the event log's history."""
+    from tvbod.service.events import read_events
+    from tvbod.service.store import PlantStore
+
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "plants" / plant_dir.name
+        shutil.copytree(plant_dir, copy)
+        store = PlantStore(Path(tmp), plant_dir.name)
+        rec = store.recover()
+        store.close()
+    state = rec.state or {}
+    strat = state.get("strategy", {})
+    kinds = Counter(r.get("kind") for r in rec.records_after_checkpoint)
+    summary: dict[str, Any] = {
+        "plant": plant_dir.name, "directory": str(plant_dir),
+        "checkpoint": rec.source, "journal_seq_in_checkpoint": rec.journal_seq,
+        "journal_records_after_checkpoint": dict(kinds), "problems": rec.problems,
+        "strategy": strat.get("strategy"), "t_at_checkpoint": strat.get("t"),
+        "dataset_size_at_checkpoint": len(strat.get("gp", {}).get("y", [])),
+        "resets_at_checkpoint": strat.get("resets"), "last_reset_t": strat.get("last_reset_t"),
+        "pending_at_checkpoint": (state.get("proposal") or {}).get("id"),
+        "tells_at_checkpoint": state.get("tells"), "failed_tells_at_checkpoint": state.get("failed_tells"),
+    }
+    tells = [r for r in rec.records_after_checkpoint if r.get("kind") == "tell"]
+    if tells:
+        summary["last_journaled_tell_t"] = tells[-1]["t"]
+    events_path = plant_dir / "events.jsonl"
+    if events_path.exists():
+        events = read_events(events_path)
+        seen, resets = set(), []
+        for e in events:
+            if e.get("event") == "measurement" and e.get("proposal_id") not in seen:
+                seen.add(e.get("proposal_id"))
+                if e.get("reset"):
+                    resets.append(e.get("t"))
+        summary["events"] = {"lines": len(events), "measurements": len(seen), "reset_steps": resets}
+    return summary
+
+
+def _print(summary: dict[str, Any]) -> None:
+    print(f"plant {summary['plant']}  ({summary['directory']})")
+    width = max(len(k) for k in summary)
+    for key, value in summary.items():
+        if key in ("plant", "directory"):
+            continue
+        print(f"  {key.ljust(width)}  {value}")
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.path.exists():
+        print(f"tvbod inspect: {args.path} does not exist", file=sys.stderr)
+        return 2
+    summaries = [summarize(d) for d in plant_dirs(args.path)]
+    if args.json:
+        print(json.dumps(summaries, indent=2, default=str))
+    else:
+        for s in summaries:
+            _print(s)
+    return 0

@@ -1,0 +1,387 @@
+"""One plant inside the daemon: its strategy, pending proposal, idempotency cache and persistence.
+
+Every state change is a journal record applied by one function, `_apply`, both live and when
+replaying the journal on start. Live, a record is first appended to the journal (fsync'd), then
+applied, then answered: a crash at any point either loses an unacknowledged request (the client
+retries it) or replays an acknowledged one exactly (same seeds, same order, same result).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import OrderedDict, deque
+from typing import Any
+
+import numpy as np
+
+from tvbod.core import Strategy, make_strategy
+from tvbod.protocol import Ask, ErrorCode, Hello, ProtocolError, Tell
+from tvbod.service.config import PlantConfig
+from tvbod.service.events import PlantEventLog
+from tvbod.service.store import PlantStore, StorageError
+
+#: Proposal ids remembered as told / abandoned, to answer `duplicate_tell` / `stale_proposal`.
+_RECENT_IDS = 256
+#: Latency samples kept per request type for the status percentiles.
+_LATENCY_WINDOW = 1000
+#: |measurement on the GP scale| beyond this many prior standard deviations earns a warning.
+_OUT_OF_RANGE_SIGMAS = 4.0
+_STATE_SCHEMA = 1
+
+
+class RestoreError(Exception):
+    """The saved state cannot be used with the plant's configuration (the daemon refuses to start)."""
+
+
+def _digest(req: Ask | Tell) -> str:
+    """What makes two requests with the same id the same request."""
+    if isinstance(req, Tell):
+        key = (req.type, req.plant, req.proposal_id, req.measurement, req.failed)
+    else:
+        key = (req.type, req.plant)
+    return hashlib.sha256(repr(key).encode()).hexdigest()[:16]
+
+
+def _bounded_add(table: OrderedDict, key, value, limit: int) -> None:
+    table[key] = value
+    table.move_to_end(key)
+    while len(table) > limit:
+        table.popitem(last=False)
+
+
+class LatencyWindow:
+    """The last `_LATENCY_WINDOW` service times of one request type, for p50/p99 in `status`."""
+
+    def __init__(self) -> None:
+        self.samples: deque[float] = deque(maxlen=_LATENCY_WINDOW)
+
+    def add(self, seconds: float) -> None:
+        self.samples.append(seconds)
+
+    def percentiles(self) -> tuple[float | None, float | None]:
+        if not self.samples:
+            return None, None
+        p50, p99 = np.percentile(np.fromiter(self.samples, float), [50, 99])
+        return round(float(p50) * 1e3, 3), round(float(p99) * 1e3, 3)
+
+
+class PlantRuntime:
+    """The daemon's view of one plant; the server calls `hello`, `ask`, `tell`, `status`, `tick`."""
+
+    def __init__(self, config: PlantConfig, store: PlantStore, events: PlantEventLog,
+                 request_cache: int = 64, checkpoint_every: int = 50,
+                 ask_time_budget_ms: float = 200.0) -> None:
+        self.config = config
+        self.name = config.name
+        self.store = store
+        self.events = events
+        self.request_cache = request_cache
+        self.checkpoint_every = checkpoint_every
+        self.ask_time_budget_ms = ask_time_budget_ms
+        self.strategy: Strategy = make_strategy(config.optimizer)
+        self.proposal: dict[str, Any] | None = None  # {id, t, x, gains}
+        self.proposal_deadline: float | None = None  # monotonic
+        self.issued_at_t = 0  # proposal ids issued for the current step
+        self.told: OrderedDict[str, int] = OrderedDict()
+        self.abandoned: OrderedDict[str, int] = OrderedDict()
+        self.cache: OrderedDict[str, tuple[str, dict]] = OrderedDict()
+        self.tells = 0
+        self.failed_tells = 0
+        self.records_since_checkpoint = 0
+        self.adapter: str | None = None
+        self.latency = {"ask": LatencyWindow(), "tell": LatencyWindow()}
+
+    # ------------------------------------------------------------------ persistence
+    def restore(self) -> dict[str, Any]:
+        """Load the checkpoint, replay the journal after it, and report what was done."""
+        rec = self.store.recover()
+        expected = rec.journal_seq + 1
+        for record in rec.records_after_checkpoint:
+            if record["seq"] != expected:
+                raise RestoreError(
+                    f"plant {self.name!r}: journal records {expected}..{record['seq'] - 1} are "
+                    f"missing after the {rec.source} checkpoint ({'; '.join(rec.problems)}); "
+                    f"refusing to continue with a partial history. Inspect with `tvbod inspect "
+                    f"{self.store.directory}`; move the directory aside to start this plant afresh")
+            expected = record["seq"] + 1
+        state = rec.state
+        config_changed = False
+        if state is not None:
+            config_changed = state.get("fingerprint") != self.config.fingerprint
+            self._load_state(state)
+        replayed, divergences = 0, []
+        for record in rec.records_after_checkpoint:
+            problem = self._apply(record)
+            if problem:
+                divergences.append(problem)
+            if record["kind"] == "tell":
+                self._emit_tell_events(self._last_result, record, replayed=True)
+            replayed += 1
+        if self.proposal is not None:
+            self.proposal_deadline = time.monotonic() + self.config.proposal_timeout
+        info = {
+            "source": rec.source, "journal_seq": rec.journal_seq, "replayed": replayed,
+            "problems": list(rec.problems) + divergences, "config_changed": config_changed,
+            "t": self.strategy.t, "dataset_size": self.strategy.dataset_size,
+            "pending": None if self.proposal is None else self.proposal["id"],
+        }
+        level = "warning" if info["problems"] else "info"
+        self.events.emit("plant_restored", level=level, **info)
+        return info
+
+    def _load_state(self, state: dict) -> None:
+        try:
+            if state.get("schema") != _STATE_SCHEMA:
+                raise RestoreError(f"checkpoint schema {state.get('schema')!r}, expected {_STATE_SCHEMA}")
+            self.strategy.load_state_dict(state["strategy"])
+            self.proposal = state["proposal"]
+            self.issued_at_t = int(state["issued_at_t"])
+            self.told = OrderedDict((k, int(v)) for k, v in state["told"])
+            self.abandoned = OrderedDict((k, int(v)) for k, v in state["abandoned"])
+            self.cache = OrderedDict((rid, (dg, reply)) for rid, dg, reply in state["cache"])
+            self.tells, self.failed_tells = int(state["tells"]), int(state["failed_tells"])
+        except RestoreError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any malformed state is one kind of problem
+            raise RestoreError(
+                f"plant {self.name!r}: the saved state in {self.store.directory} does not fit the "
+                f"plant's configuration ({exc}); restore the old configuration or move the "
+                f"directory aside to start this plant afresh"
+            ) from exc
+
+    def state(self) -> dict[str, Any]:
+        """Everything needed to continue exactly: strategy state plus the protocol bookkeeping."""
+        return {
+            "schema": _STATE_SCHEMA,
+            "plant": self.name,
+            "fingerprint": self.config.fingerprint,
+            "optimizer": self.config.optimizer_mapping,
+            "strategy": self.strategy.state_dict(),
+            "proposal": self.proposal,
+            "issued_at_t": self.issued_at_t,
+            "told": [[k, v] for k, v in self.told.items()],
+            "abandoned": [[k, v] for k, v in self.abandoned.items()],
+            "cache": [[rid, dg, reply] for rid, (dg, reply) in self.cache.items()],
+            "tells": self.tells,
+            "failed_tells": self.failed_tells,
+        }
+
+    def checkpoint(self, reason: str) -> None:
+        """Write a checkpoint of everything journaled so far and start a fresh journal."""
+        path = self.store.compact(self.state())
+        self.records_since_checkpoint = 0
+        self.events.emit("checkpoint_written", t=self.strategy.t, path=str(path), reason=reason,
+                         journal_seq=self.store.journal.last_seq)
+
+    def _commit(self, record: dict[str, Any]) -> str | None:
+        """Journal (fsync) then apply a record; `StorageError` becomes `storage_unavailable`."""
+        try:
+            self.store.journal.append(record)
+        except StorageError as exc:
+            self.events.emit("storage_error", level="error", what="journal", error=str(exc))
+            raise ProtocolError(ErrorCode.STORAGE_UNAVAILABLE,
+                                f"the daemon cannot persist to its state directory: {exc}") from exc
+        problem = self._apply(record)
+        self.records_since_checkpoint += 1
+        return problem
+
+    def maybe_checkpoint(self) -> None:
+        if self.records_since_checkpoint >= self.checkpoint_every:
+            try:
+                self.checkpoint("periodic")
+            except StorageError as exc:
+                self.events.emit("storage_error", level="error", what="checkpoint", error=str(exc))
+
+    # ------------------------------------------------------------------ the one state transition
+    def _apply(self, record: dict[str, Any]) -> str | None:
+        """Apply a journal record; returns a problem description if replay diverged."""
+        kind = record["kind"]
+        if kind == "proposal":
+            x = np.asarray(record["x"])
+            expected = self.strategy.ask()
+            problem = None
+            if not np.array_equal(expected, x) or record["t"] != self.strategy.t:
+                problem = (f"replay divergence at t={record['t']}: recorded proposal {x.tolist()} "
+                           f"but the optimizer proposes {expected.tolist()}; using the record")
+            self.proposal = {"id": record["id"], "t": record["t"], "x": record["x"],
+                             "gains": self.config.gains(x)}
+            self.issued_at_t += 1
+            if "rid" in record:
+                reply = {"proposal_id": record["id"], "gains": self.proposal["gains"], "t": record["t"]}
+                _bounded_add(self.cache, record["rid"], (record["digest"], reply), self.request_cache)
+            return problem
+        if kind == "tell":
+            self._size_before_reset = self.strategy.dataset_size
+            result = self.strategy.tell(np.asarray(record["x"]), record["y"])
+            self.tells += 1
+            self.failed_tells += bool(record["failed"])
+            _bounded_add(self.told, record["id"], record["t"], _RECENT_IDS)
+            self.proposal = None
+            self.issued_at_t = 0
+            reply = {"t": result.t, "reset": result.reset, "psi": result.psi,
+                     "threshold": result.threshold, "dataset_size": result.dataset_size,
+                     "measurement": record["y"], "failed": record["failed"]}
+            _bounded_add(self.cache, record["rid"], (record["digest"], reply), self.request_cache)
+            self._last_result, self._last_record = result, record
+            return None
+        if kind == "abandon":
+            _bounded_add(self.abandoned, record["id"], record["t"], _RECENT_IDS)
+            self.proposal = None
+            return None
+        return f"unknown journal record kind {kind!r} skipped"
+
+    # ------------------------------------------------------------------ requests
+    def describe(self) -> dict[str, Any]:
+        """The plant's description for `hello` and `status`."""
+        params = [{"name": p.name, "lower": p.lower, "upper": p.upper, "unit": p.unit,
+                   **({"arms": p.arms} if p.arms else {})} for p in self.config.parameters]
+        return {"plant": self.name, "parameters": params, "sense": self.config.sense,
+                "t": self.strategy.t, "pending": self._proposal_fields()}
+
+    def _proposal_fields(self) -> dict[str, Any] | None:
+        if self.proposal is None:
+            return None
+        return {"proposal_id": self.proposal["id"], "gains": self.proposal["gains"],
+                "t": self.proposal["t"]}
+
+    def hello(self, req: Hello) -> dict[str, Any]:
+        self.adapter = req.adapter
+        return self.describe()
+
+    def _cached(self, req: Ask | Tell) -> dict[str, Any] | None:
+        hit = self.cache.get(str(req.request_id))
+        if hit is None:
+            return None
+        digest, reply = hit
+        if digest != _digest(req):
+            raise ProtocolError(ErrorCode.BAD_FIELD,
+                                f"request id {req.request_id!r} was already used for a different "
+                                "request; use a fresh id for every new request", req.request_id)
+        return reply
+
+    def ask(self, req: Ask) -> dict[str, Any]:
+        start = time.perf_counter()
+        cached = self._cached(req)
+        if cached is not None:
+            return dict(cached)
+        if self.proposal is None:
+            x = self.strategy.ask()
+            t = self.strategy.t
+            pid = f"{self.name}:{t}" + (f".{self.issued_at_t}" if self.issued_at_t else "")
+            self._commit({"kind": "proposal", "id": pid, "t": t, "x": x.tolist(),
+                          "rid": str(req.request_id), "digest": _digest(req)})
+            self.proposal_deadline = time.monotonic() + self.config.proposal_timeout
+            self.events.emit("proposal", t=t, proposal_id=pid, gains=self.proposal["gains"])
+            elapsed_ms = (time.perf_counter() - start) * 1e3
+            if elapsed_ms > self.ask_time_budget_ms:
+                self.events.emit("slow_proposal", level="warning", t=t, ms=round(elapsed_ms, 1),
+                                 budget_ms=self.ask_time_budget_ms)
+        else:
+            _bounded_add(self.cache, str(req.request_id), (_digest(req), self._proposal_fields()),
+                         self.request_cache)
+        self.latency["ask"].add(time.perf_counter() - start)
+        return self._proposal_fields()
+
+    def tell(self, req: Tell) -> dict[str, Any]:
+        start = time.perf_counter()
+        cached = self._cached(req)
+        if cached is not None:
+            return {**cached, "duplicate": True}
+        pid = req.proposal_id
+        if self.proposal is None or pid != self.proposal["id"]:
+            if pid in self.told:
+                raise ProtocolError(ErrorCode.DUPLICATE_TELL,
+                                    f"proposal {pid!r} was already told (step {self.told[pid]})",
+                                    req.request_id)
+            if pid in self.abandoned:
+                raise ProtocolError(ErrorCode.STALE_PROPOSAL,
+                                    f"proposal {pid!r} was abandoned after its timeout; ask again",
+                                    req.request_id)
+            raise ProtocolError(ErrorCode.UNKNOWN_PROPOSAL,
+                                f"proposal {pid!r} is not the pending proposal of {self.name!r}"
+                                + (f" (pending: {self.proposal['id']!r})" if self.proposal else ""),
+                                req.request_id)
+        x = np.asarray(self.proposal["x"])
+        y = self._failure_value(x) if req.failed else float(req.measurement)
+        t = self.proposal["t"]
+        self._commit({"kind": "tell", "id": pid, "t": t, "x": self.proposal["x"], "y": y,
+                      "failed": req.failed, "measurement": req.measurement,
+                      "metadata": req.metadata, "rid": str(req.request_id), "digest": _digest(req)})
+        self._emit_tell_events(self._last_result, self._last_record)
+        reply = {**self.cache[str(req.request_id)][1], "duplicate": False}
+        self.latency["tell"].add(time.perf_counter() - start)
+        self.maybe_checkpoint()
+        return reply
+
+    def _failure_value(self, x: np.ndarray) -> float:
+        """The measurement substituted for a failed experiment (the plant's `failure` policy)."""
+        policy = self.config.failure
+        mean, std = self.strategy.predict(x) if policy.kind != "penalty" else (0.0, 0.0)
+        return policy.measurement(mean, std, self.config.sense)
+
+    def _emit_tell_events(self, result, record: dict[str, Any], replayed: bool = False) -> None:
+        """`measurement` (the plant's complete history: replay reads it back) and `reset` events.
+
+        On restore, journaled tells are emitted again with `replayed: true`: a crash may have
+        struck between the journal write and the event line; readers dedupe by `proposal_id`.
+        """
+        ev = self.events
+        y = record["y"]
+        extra = {"replayed": True} if replayed else {}
+        ev.emit("measurement", t=result.t, proposal_id=record["id"], x=record["x"],
+                gains=self.config.gains(np.asarray(record["x"])), measurement=y,
+                failed=record["failed"], raw_measurement=record["measurement"], psi=result.psi,
+                threshold=result.threshold, mu=result.mu, sigma=result.sigma, reset=result.reset,
+                t_prime=result.t_prime, dataset_size=result.dataset_size,
+                metadata=record.get("metadata") or None, **extra)
+        if result.reset:
+            ev.emit("reset", level="warning", t=result.t, t_prime=result.t_prime, psi=result.psi,
+                    threshold=result.threshold, reason=result.reset_reason,
+                    dataset_size_before=self._size_before_reset,
+                    dataset_size_after=result.dataset_size, **extra)
+        prior_sd = float(np.sqrt(self.strategy.spec.kernel.variance))
+        y_gp = self.strategy.to_internal_y(y)
+        if not replayed and abs(y_gp) > _OUT_OF_RANGE_SIGMAS * prior_sd:
+            ev.emit("measurement_out_of_range", level="warning", t=result.t, measurement=y,
+                    scaled=y_gp, hint="set optimizer.measurement offset/scale so measurements land "
+                    "within a few prior standard deviations; otherwise the trigger fires spuriously")
+
+    # ------------------------------------------------------------------ housekeeping
+    def tick(self, now: float) -> None:
+        """Abandon a proposal whose timeout passed (journaled, so a restart agrees)."""
+        if self.proposal is None or self.proposal_deadline is None or now < self.proposal_deadline:
+            return
+        pid, t = self.proposal["id"], self.proposal["t"]
+        try:
+            self._commit({"kind": "abandon", "id": pid, "t": t})
+        except ProtocolError:
+            self.proposal_deadline = now + 1.0  # storage is down; try again later
+            return
+        self.proposal_deadline = None
+        self.events.emit("proposal_abandoned", t=t, proposal_id=pid,
+                         timeout_s=self.config.proposal_timeout)
+
+    def prepare(self) -> bool:
+        """Compute the next proposal ahead of the `ask` (deterministic, so it changes no outcome)."""
+        if self.proposal is None and self.strategy.pending is None:
+            self.strategy.ask()
+            return True
+        return False
+
+    def status(self) -> dict[str, Any]:
+        ask50, ask99 = self.latency["ask"].percentiles()
+        tell50, tell99 = self.latency["tell"].percentiles()
+        s = self.strategy
+        return {
+            "plant": self.name, "strategy": s.name, "t": s.t, "dataset_size": s.dataset_size,
+            "resets": s.resets, "last_reset_t": s.last_reset_t, "tells": self.tells,
+            "failed_tells": self.failed_tells, "pending": self._proposal_fields(),
+            "adapter": self.adapter,
+            "latency": {"ask_p50_ms": ask50, "ask_p99_ms": ask99,
+                        "tell_p50_ms": tell50, "tell_p99_ms": tell99},
+        }
+
+    def close(self) -> None:
+        self.store.close()
+        self.events.close()

@@ -1,0 +1,197 @@
+"""`tvbod replay PLANT_DIR`: re-run a plant's optimizer offline from its recorded history.
+
+- verify (default): feed the recorded measurements to a fresh optimizer with the recorded
+  configuration and check that it proposes exactly the recorded gains and resets at exactly the
+  recorded steps; report the first divergence.
+- what-if (`--set KEY=VALUE ...`): the same recorded (gains, measurement) pairs against another
+  optimizer configuration (e.g. `--set delta_b=0.01`, `--set strategy=gp-ucb`), printing where
+  resets would have happened. The other optimizer's own proposals cannot be evaluated offline.
+
+The history is the plant's `events.jsonl` (`measurement` events, deduplicated by proposal id);
+the configuration is the `optimizer` mapping stored in its checkpoint, or `--config PLANT_FILE`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("plant_dir", type=Path, help="a plant's state directory (STATE/plants/NAME)")
+    parser.add_argument("--config", type=Path, help="plant file whose optimizer to use instead of "
+                        "the one recorded in the checkpoint")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="what-if: override an optimizer key (dotted, YAML value); repeatable")
+    parser.add_argument("--unset", action="append", default=[], metavar="KEY",
+                        help="what-if: drop an optimizer key (e.g. reset_period)")
+    parser.add_argument("--plot", type=Path, help="write a PNG of measurements, resets and gains")
+
+
+def load_history(plant_dir: Path) -> list[dict[str, Any]]:
+    """The plant's measurements in step order, one per proposal id."""
+    from tvbod.service.events import read_events
+
+    seen: dict[str, dict] = {}
+    for e in read_events(plant_dir / "events.jsonl"):
+        if e.get("event") == "measurement" and e.get("proposal_id") not in seen:
+            seen[e["proposal_id"]] = e
+    return sorted(seen.values(), key=lambda e: e["t"])
+
+
+def recorded_optimizer(plant_dir: Path, config: Path | None) -> dict:
+    """The optimizer mapping to replay with."""
+    if config is not None:
+        from tvbod.service.config import load_plant_config
+
+        return copy.deepcopy(load_plant_config(config).optimizer_mapping)
+    import shutil
+    import tempfile
+
+    from tvbod.service.store import PlantStore
+
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copytree(plant_dir, Path(tmp) / "plants" / plant_dir.name)
+        store = PlantStore(Path(tmp), plant_dir.name)
+        state = store.recover().state
+        store.close()
+    if not state or "optimizer" not in state:
+        raise SystemExit(f"tvbod replay: {plant_dir} has no readable checkpoint with the optimizer "
+                         "configuration; pass --config PLANT_FILE")
+    return state["optimizer"]
+
+
+def apply_overrides(mapping: dict, sets: list[str], unsets: list[str]) -> dict:
+    import yaml
+
+    out = copy.deepcopy(mapping)
+    for item in unsets:
+        node = out
+        *parents, leaf = item.split(".")
+        for p in parents:
+            node = node.get(p, {})
+        node.pop(leaf, None)
+    for item in sets:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise SystemExit(f"tvbod replay: --set needs KEY=VALUE, got {item!r}")
+        node = out
+        *parents, leaf = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = yaml.safe_load(raw)
+    return out
+
+
+def verify(mapping: dict, history: list[dict]) -> tuple[int, str | None, list[int]]:
+    """Replay `history`; returns (steps reproduced, first divergence or None, reset steps)."""
+    import numpy as np
+
+    from tvbod.core import make_strategy
+
+    s = make_strategy(mapping)
+    resets = []
+    for i, e in enumerate(history):
+        if e["t"] != s.t:
+            return i, f"history jumps from step {s.t - 1} to {e['t']} (missing records)", resets
+        x = np.asarray(e["x"])
+        proposed = s.ask()
+        if not np.array_equal(proposed, x):
+            return i, (f"t={e['t']}: recorded gains {x.tolist()} but the optimizer proposes "
+                       f"{proposed.tolist()}"), resets
+        r = s.tell(x, e["measurement"])
+        if r.reset != e["reset"] or r.psi != e["psi"]:
+            return i, (f"t={e['t']}: recorded reset={e['reset']} psi={e['psi']!r}, replay "
+                       f"reset={r.reset} psi={r.psi!r}"), resets
+        if r.reset:
+            resets.append(r.t)
+    return len(history), None, resets
+
+
+def what_if(mapping: dict, history: list[dict]) -> list[tuple[int, bool, float, float]]:
+    """(t, reset, psi, threshold) per step for the recorded (x, y) under another optimizer."""
+    import numpy as np
+
+    from tvbod.core import make_strategy
+
+    s = make_strategy(mapping)
+    out = []
+    for e in history:
+        r = s.tell(np.asarray(e["x"]), e["measurement"])
+        out.append((e["t"], r.reset, r.psi, r.threshold))
+    return out
+
+
+def plot(path: Path, history: list[dict], whatif_resets: list[int] | None) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    t = np.array([e["t"] for e in history])
+    y = np.array([e["measurement"] for e in history])
+    X = np.array([e["x"] for e in history], dtype=float)
+    fig, axes = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
+    axes[0].plot(t, y, ".-", lw=0.8, label="measurement")
+    for e in history:
+        if e["reset"]:
+            axes[0].axvline(e["t"], color="tab:red", lw=0.8)
+    for r in whatif_resets or []:
+        axes[0].axvline(r, color="tab:green", ls="--", lw=0.8)
+    axes[0].set_ylabel("measurement")
+    axes[0].set_title("recorded resets: red; what-if resets: green dashed")
+    names = list(history[0]["gains"]) if history else []
+    for j, name in enumerate(names):
+        axes[1].plot(t, X[:, j], lw=0.8, label=name)
+    axes[1].set_xlabel("step t")
+    axes[1].set_ylabel("gains")
+    axes[1].legend(fontsize=7, ncol=4)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def run(args: argparse.Namespace) -> int:
+    plant_dir = args.plant_dir
+    if not (plant_dir / "events.jsonl").exists():
+        print(f"tvbod replay: {plant_dir}/events.jsonl not found", file=sys.stderr)
+        return 2
+    history = load_history(plant_dir)
+    mapping = recorded_optimizer(plant_dir, args.config)
+    from tvbod.core import SpecError
+
+    if not args.set and not args.unset:
+        n, divergence, resets = verify(mapping, history)
+        if divergence:
+            print(f"DIVERGED after {n} of {len(history)} steps: {divergence}")
+            return 1
+        print(f"verified: {n} steps reproduced exactly (proposals, psi, resets); "
+              f"resets at {resets or 'no step'}")
+        if args.plot:
+            plot(args.plot, history, None)
+            print(f"plot: {args.plot}")
+        return 0
+    other = apply_overrides(mapping, args.set, args.unset)
+    try:
+        rows = what_if(other, history)
+    except SpecError as exc:
+        print(f"tvbod replay: what-if optimizer is invalid: {exc}", file=sys.stderr)
+        return 2
+    recorded = [e["t"] for e in history if e["reset"]]
+    alt = [t for t, reset, _, _ in rows if reset]
+    print(f"what-if over {len(rows)} recorded steps: {', '.join(args.set + ['-' + u for u in args.unset])}")
+    print(f"  recorded resets at: {recorded or 'none'}")
+    print(f"  what-if resets at:  {alt or 'none'}")
+    print(f"  {'t':>6} {'recorded':>9} {'what-if':>8} {'psi':>10} {'threshold':>10}")
+    for (t, reset, psi, thr), e in zip(rows, history):
+        if reset or e["reset"]:
+            print(f"  {t:>6} {str(e['reset']):>9} {str(reset):>8} {psi:>10.4f} {thr:>10.4f}")
+    if args.plot:
+        plot(args.plot, history, alt)
+        print(f"plot: {args.plot}")
+    return 0

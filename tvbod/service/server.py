@@ -1,0 +1,302 @@
+"""The daemon's event loop: one ROUTER socket, one thread, every plant's state owned by the loop.
+
+Messages are validated, dispatched through a plain dict of handlers, and every exception becomes
+an error reply in exactly one place (`_handle`), so no client mistake can stop the loop. Signal
+handlers only set a flag and write to a wake-up socket that the poller watches.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import signal
+import socket
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+import zmq
+
+from tvbod import __version__
+from tvbod.protocol import (
+    ErrorCode, Hello, Ping, ProtocolError, Status, decode_request, encode, error_reply,
+    ok_reply, split_envelope,
+)
+from tvbod.service.config import DaemonConfig
+from tvbod.service.events import EventSink
+from tvbod.service.faults import from_environment
+from tvbod.service.plant import PlantRuntime
+from tvbod.service.store import PlantStore
+
+#: Messages handled per poll wake-up before housekeeping gets a turn.
+_BATCH = 256
+#: Idle poll timeout: how often timeouts are checked when nothing happens.
+_IDLE_POLL_MS = 100
+#: client_error events per peer per window before they are only counted.
+_CLIENT_ERROR_BURST = 20
+_CLIENT_ERROR_WINDOW_S = 10.0
+
+
+class DaemonLockedError(Exception):
+    """Another daemon holds the state directory."""
+
+
+class ClientErrorLimiter:
+    """Log the first few client errors of a peer per window, count the rest (fuzzers are loud)."""
+
+    def __init__(self) -> None:
+        self.windows: dict[bytes, list[float | int]] = {}
+
+    def allow(self, peer: bytes, now: float) -> tuple[bool, int]:
+        start, count, dropped = self.windows.get(peer, [now, 0, 0])
+        if now - start > _CLIENT_ERROR_WINDOW_S:
+            start, count, dropped_before = now, 0, dropped
+        else:
+            dropped_before = 0
+        count += 1
+        ok = count <= _CLIENT_ERROR_BURST
+        self.windows[peer] = [start, count, 0 if dropped_before else dropped + (not ok)]
+        if len(self.windows) > 10_000:
+            self.windows.clear()
+        return ok, int(dropped_before)
+
+
+class Server:
+    """Hosts one `PlantRuntime` per configured plant behind a ZeroMQ ROUTER socket."""
+
+    def __init__(self, config: DaemonConfig, sink: EventSink) -> None:
+        self.config = config
+        self.sink = sink
+        self.plants: dict[str, PlantRuntime] = {}
+        self.ctx: zmq.Context | None = None
+        self.sock: zmq.Socket | None = None
+        self.started = time.time()
+        self.stop_requested = False
+        self.messages = 0
+        self._lock_fd: int | None = None
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._errors = ClientErrorLimiter()
+        self._writer, self._fault_check = from_environment()
+        self._handlers: dict[str, Callable[[Any], dict]] = {
+            "hello": self._hello, "ask": self._ask, "tell": self._tell,
+            "status": self._status, "ping": self._ping,
+        }
+
+    # ------------------------------------------------------------------ lifecycle
+    def open(self) -> None:
+        """Lock the state directory and restore every plant (checkpoint + journal replay)."""
+        state_dir = Path(self.config.state_dir)
+        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._lock_fd = os.open(state_dir / "daemon.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise DaemonLockedError(f"another tvbod daemon is using the state directory {state_dir}")
+        for pc in self.config.plants:
+            store = PlantStore(state_dir, pc.name, writer=self._writer)
+            store.directory.mkdir(parents=True, exist_ok=True)
+            runtime = PlantRuntime(
+                pc, store, self.sink.plant(pc.name, store.events_path),
+                request_cache=self.config.request_cache,
+                checkpoint_every=self.config.checkpoint_every,
+                ask_time_budget_ms=self.config.ask_time_budget_ms,
+            )
+            runtime.restore()
+            self.plants[pc.name] = runtime
+
+    def bind(self) -> list[str]:
+        """Bind the ROUTER on every configured endpoint (ipc sockets are owner-only)."""
+        self.ctx = zmq.Context.instance()
+        sock = self.ctx.socket(zmq.ROUTER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        # Frames beyond twice the limit are dropped by libzmq (the peer is disconnected); the
+        # ones in between are read and answered with `too_large`.
+        sock.setsockopt(zmq.MAXMSGSIZE, 2 * self.config.max_message_bytes)
+        sock.setsockopt(zmq.RCVHWM, 1000 * max(1, self.config.max_pending_per_client))
+        sock.setsockopt(zmq.SNDHWM, 10_000)
+        bound = []
+        for endpoint in self.config.endpoints:
+            if endpoint.startswith("ipc://"):
+                Path(endpoint[len("ipc://"):]).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                old = os.umask(0o077)
+                try:
+                    sock.bind(endpoint)
+                finally:
+                    os.umask(old)
+            else:
+                sock.bind(endpoint)
+            bound.append(sock.getsockopt_string(zmq.LAST_ENDPOINT))
+        self.sock = sock
+        return bound
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM/SIGINT only set a flag; the wake-up fd makes the poller return at once."""
+        signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_stop_signal)
+
+    def _on_stop_signal(self, signum, frame) -> None:  # noqa: ARG002
+        self.stop_requested = True
+
+    def request_stop(self) -> None:
+        self.stop_requested = True
+        try:
+            self._wake_w.send(b"\0")
+        except OSError:
+            pass
+
+    def serve(self) -> None:
+        """Run until a stop is requested; each turn: messages, then timeouts, then idle work."""
+        assert self.sock is not None
+        poller = zmq.Poller()
+        poller.register(self.sock, zmq.POLLIN)
+        poller.register(self._wake_r.fileno(), zmq.POLLIN)
+        needs_prep = True
+        while not self.stop_requested:
+            ready = dict(poller.poll(0 if needs_prep else _IDLE_POLL_MS))
+            if self._wake_r.fileno() in ready:
+                self._drain_wakeups()
+            handled = 0
+            if self.sock in ready:
+                handled = self._drain_socket()
+            now = time.monotonic()
+            for plant in self.plants.values():
+                plant.tick(now)
+            needs_prep = False if handled else self._prepare_one()
+            if handled:
+                needs_prep = True
+
+    def _drain_wakeups(self) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+
+    def _drain_socket(self) -> int:
+        n = 0
+        while n < _BATCH and not self.stop_requested:
+            try:
+                frames = self.sock.recv_multipart(zmq.NOBLOCK, copy=True)
+            except zmq.Again:
+                break
+            except zmq.ZMQError as exc:
+                if exc.errno == errno.EINTR:
+                    break
+                raise
+            n += 1
+            reply = self._handle(frames)
+            if reply is not None:
+                self._send(reply)
+        return n
+
+    def _send(self, frames: list[bytes]) -> None:
+        try:
+            self.sock.send_multipart(frames, zmq.NOBLOCK)
+        except zmq.ZMQError as exc:
+            # The peer is gone (EHOSTUNREACH) or not reading (EAGAIN): it will retry.
+            if exc.errno not in (errno.EHOSTUNREACH, zmq.EAGAIN):
+                raise
+
+    def _prepare_one(self) -> bool:
+        """Compute one plant's next proposal ahead of its `ask`; True if work remains."""
+        for plant in self.plants.values():
+            try:
+                if plant.prepare():
+                    return True
+            except Exception as exc:  # noqa: BLE001 - preparation is an optimisation only
+                plant.events.emit("internal_error", level="error", where="prepare", error=repr(exc))
+        return False
+
+    def shutdown(self) -> None:
+        """Checkpoint every plant, close the socket (linger 0) and release the lock."""
+        for plant in self.plants.values():
+            try:
+                plant.checkpoint("stop")
+            except Exception as exc:  # noqa: BLE001 - keep stopping the others
+                plant.events.emit("storage_error", level="error", what="final checkpoint",
+                                  error=str(exc))
+            plant.close()
+        if self.sock is not None:
+            self.sock.close(linger=0)
+            self.sock = None
+        self._wake_r.close()
+        self._wake_w.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # ------------------------------------------------------------------ requests
+    def _handle(self, frames: list[bytes]) -> list[bytes] | None:
+        """Turn one multipart message into reply frames; every failure becomes an error reply."""
+        self.messages += 1
+        peer = frames[0] if frames else b""
+        try:
+            env = split_envelope(frames)
+        except ProtocolError as exc:
+            self._client_error(peer, exc)
+            return [peer, encode(exc.to_reply())] if peer else None
+        try:
+            req = decode_request(env.payload, self.config.max_message_bytes)
+            if self._fault_check is not None:
+                self._fault_check()
+            reply = self._handlers[req.type](req)
+        except ProtocolError as exc:
+            self._client_error(peer, exc)
+            reply = exc.to_reply()
+        except Exception as exc:  # noqa: BLE001 - the one place internal errors become replies
+            self.sink.emit("internal_error", level="error", error=repr(exc),
+                           traceback=traceback.format_exc(limit=8))
+            reply = error_reply(None, ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}")
+        return env.reply_frames(encode(reply))
+
+    def _client_error(self, peer: bytes, exc: ProtocolError) -> None:
+        ok, dropped = self._errors.allow(peer, time.monotonic())
+        if dropped:
+            self.sink.emit("client_error", level="warning", peer=peer.hex(), code="suppressed",
+                           suppressed=dropped)
+        if ok:
+            self.sink.emit("client_error", peer=peer.hex(), code=str(exc.code),
+                           message=exc.message, request_id=exc.request_id)
+
+    def _plant(self, req) -> PlantRuntime:
+        plant = self.plants.get(req.plant)
+        if plant is None:
+            raise ProtocolError(ErrorCode.UNKNOWN_PLANT,
+                                f"no plant named {req.plant!r}; this daemon hosts "
+                                f"{', '.join(sorted(self.plants)) or 'none'}", req.request_id)
+        return plant
+
+    def _hello(self, req: Hello) -> dict:
+        return ok_reply(req.request_id, "hello", **self._plant(req).hello(req))
+
+    def _ask(self, req) -> dict:
+        return ok_reply(req.request_id, "ask", **self._with_id(req, self._plant(req).ask))
+
+    def _tell(self, req) -> dict:
+        return ok_reply(req.request_id, "tell", **self._with_id(req, self._plant(req).tell))
+
+    @staticmethod
+    def _with_id(req, handler) -> dict:
+        try:
+            return handler(req)
+        except ProtocolError as exc:
+            if exc.request_id is None:
+                exc.request_id = req.request_id
+            raise
+
+    def _status(self, req: Status) -> dict:
+        plants = [self._plant(req)] if req.plant is not None else list(self.plants.values())
+        return ok_reply(req.request_id, "status", plants=[p.status() for p in plants],
+                        daemon={"version": __version__, "pid": os.getpid(),
+                                "uptime_s": round(time.time() - self.started, 3),
+                                "messages": self.messages})
+
+    def _ping(self, req: Ping) -> dict:
+        return ok_reply(req.request_id, "ping", pong=True, time=time.time())
+

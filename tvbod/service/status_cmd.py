@@ -1,0 +1,66 @@
+"""`tvbod status`: ask a running daemon for its plants' status and print a table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE", help="daemon file whose first endpoint to use")
+    parser.add_argument("--endpoint", help="endpoint to connect to (overrides --config)")
+    parser.add_argument("--plant", help="only this plant")
+    parser.add_argument("--timeout", type=float, default=2.0, help="seconds per try (default 2)")
+    parser.add_argument("--json", action="store_true", help="print the raw reply as JSON")
+
+
+def _endpoint(args) -> str:
+    if args.endpoint:
+        return args.endpoint
+    from tvbod.service.config import load_daemon_config
+
+    return load_daemon_config(args.config).endpoints[0]
+
+
+def format_table(plants: list[dict]) -> str:
+    """A fixed-width table of the status reply's `plants`."""
+    head = ("plant", "strategy", "t", "|D|", "resets", "last reset", "pending", "ask p50/p99 ms",
+            "tell p50/p99 ms")
+    rows = [head]
+    for p in plants:
+        lat = p["latency"]
+        fmt = lambda a, b: "-" if a is None else f"{a:.2f}/{b:.2f}"  # noqa: E731
+        rows.append((p["plant"], p["strategy"], str(p["t"]), str(p["dataset_size"]),
+                     str(p["resets"]), str(p["last_reset_t"] or "-"),
+                     p["pending"]["proposal_id"] if p["pending"] else "-",
+                     fmt(lat["ask_p50_ms"], lat["ask_p99_ms"]),
+                     fmt(lat["tell_p50_ms"], lat["tell_p99_ms"])))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def run(args: argparse.Namespace) -> int:
+    from plant_adapters.client import DaemonClient, DaemonError, DaemonUnavailable
+
+    endpoint = _endpoint(args)
+    client = DaemonClient(endpoint, args.plant or "", timeout_s=args.timeout, retries=1,
+                          adapter="tvbod-status")
+    try:
+        reply = client.status(args.plant)
+    except DaemonUnavailable as exc:
+        print(f"tvbod status: {exc}", file=sys.stderr)
+        return 1
+    except DaemonError as exc:
+        print(f"tvbod status: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        client.close()
+    if args.json:
+        print(json.dumps(reply, indent=2))
+        return 0
+    d = reply["daemon"]
+    print(f"tvbod {d['version']} pid {d['pid']} up {d['uptime_s']:.0f} s, "
+          f"{d['messages']} messages, endpoint {endpoint}")
+    print(format_table(reply["plants"]))
+    return 0
