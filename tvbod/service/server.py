@@ -39,6 +39,15 @@ _CLIENT_ERROR_BURST = 20
 _CLIENT_ERROR_WINDOW_S = 10.0
 
 
+def _private_directory(path: Path) -> None:
+    """Create `path` (mode 0700) for the ipc socket, refusing one another user owns."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    st = path.stat()
+    if st.st_uid != os.getuid():
+        raise OSError(errno.EPERM, f"runtime directory {path} belongs to uid {st.st_uid}, not to "
+                      f"this daemon's uid {os.getuid()}; refusing to put the socket there")
+
+
 class DaemonLockedError(Exception):
     """Another daemon holds the state directory."""
 
@@ -119,10 +128,12 @@ class Server:
         sock.setsockopt(zmq.MAXMSGSIZE, 2 * self.config.max_message_bytes)
         sock.setsockopt(zmq.RCVHWM, 1000 * max(1, self.config.max_pending_per_client))
         sock.setsockopt(zmq.SNDHWM, 10_000)
+        if any("[" in e for e in self.config.endpoints):
+            sock.setsockopt(zmq.IPV6, 1)
         bound = []
         for endpoint in self.config.endpoints:
             if endpoint.startswith("ipc://"):
-                Path(endpoint[len("ipc://"):]).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                _private_directory(Path(endpoint[len("ipc://"):]).parent)
                 old = os.umask(0o077)
                 try:
                     sock.bind(endpoint)

@@ -1,0 +1,388 @@
+"""Configuration is validated once, at the edge: the shipped files load, every mistake names its
+file and key, directories follow systemd/XDG, and a plant's fingerprint tracks its optimizer."""
+
+import json
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tvbod.core import DomainError, make_strategy, parse_spec
+from tvbod.core.errors import TvbodError
+from tvbod.service.config import (
+    ConfigError,
+    FailurePolicy,
+    empirical_covariance,
+    load_daemon_config,
+    load_plant_config,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = ROOT / "configs" / "tvbod.yaml"
+ENV = {"HOME": "/home/op", "XDG_RUNTIME_DIR": "/run/user/1000"}
+
+DAEMON = "plants: plants/*.yaml\n"
+PLANT_A = """\
+name: a
+parameters:
+  - {name: x, lower: 0.0, upper: 1.0}
+  - {name: y, lower: -2.0, upper: 2.0, unit: m}
+sense: maximize
+optimizer:
+  kernel: {lengthscales: [0.1, 0.2]}
+"""
+ARMS_3 = """\
+name: a
+parameters:
+  - {name: arm, arms: 3}
+sense: maximize
+optimizer:
+  kernel: {empirical_from: samples.csv}
+"""
+CSV_3 = "1,2,3\n2,3,5\n0,1,1\n"
+
+
+def write(tmp_path: Path, overrides: dict[str, str | None] | None = None) -> Path:
+    """A daemon file and one plant file in `tmp_path`, with `overrides` {file: text or None}."""
+    files = {"tvbod.yaml": DAEMON, "plants/a.yaml": PLANT_A, **(overrides or {})}
+    for name, text in files.items():
+        if text is not None:
+            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / name).write_text(text)
+    return tmp_path / "tvbod.yaml"
+
+
+def with_daemon(extra: str) -> str:
+    return DAEMON + extra
+
+
+def with_plant(old: str, new: str, base: str = PLANT_A) -> str:
+    assert old in base
+    return base.replace(old, new)
+
+
+# ---------------------------------------------------------------------- shipped files
+def test_shipped_configs_load():
+    cfg = load_daemon_config(SHIPPED, env=ENV)
+    assert cfg.path == SHIPPED
+    assert cfg.endpoints == ("ipc:///run/user/1000/tvbod/tvbod.sock",)
+    assert [p.name for p in cfg.plants] == ["cartpole", "temperature"]
+    assert (cfg.checkpoint_every, cfg.request_cache, cfg.max_message_bytes) == (50, 64, 65536)
+    cart = cfg.plant("cartpole").optimizer
+    assert cart.domain.lower == (-3.0, -6.0, -50.0, -4.0)
+    assert cart.domain.upper == (-2.0, -4.0, -25.0, -2.0)
+    assert cart.domain.scaling == (0.125, 0.25, 3.0, 0.125)
+    assert (cart.sense, cart.strategy, cart.beta_c1, cart.beta_c2) == ("minimize", "et-gp-ucb", 0.8, 4.0)
+    # costs of about [14, 40] land at about [+2, -2] on the GP scale (sense flips the sign)
+    for cost, internal in ((14.0, 2.0), (40.0, -2.0)):
+        assert -(cost - cart.measurement_offset) / cart.measurement_scale == pytest.approx(internal, abs=0.05)
+    temp = cfg.plant("temperature")
+    assert temp.optimizer.domain.n_arms == 50 and temp.optimizer.sense == "maximize"
+    for plant in cfg.plants:
+        assert make_strategy(plant.optimizer).ask().shape == (len(plant.parameters),)
+
+
+def test_shipped_temperature_data_lives_in_the_repo():
+    # a fresh clone must not need ../shared
+    raw = yaml.safe_load((ROOT / "configs/plants/temperature.yaml").read_text())
+    csv = (ROOT / "configs/plants" / raw["optimizer"]["kernel"]["empirical_from"]).resolve()
+    assert csv.is_file() and ROOT in csv.parents
+    assert (csv.parent / "temperature_test.csv").is_file() and (csv.parent / "README.md").is_file()
+
+
+def test_empirical_kernel_of_the_temperature_data_is_symmetric_positive_definite():
+    plant = load_plant_config(ROOT / "configs/plants/temperature.yaml")
+    K = np.array(plant.optimizer.kernel.matrix)
+    assert K.shape == (50, 50)
+    np.testing.assert_array_equal(K, K.T)
+    assert np.linalg.eigvalsh(K)[0] > 0
+    data = np.loadtxt(ROOT / "plant_adapters/temperature/data/temperature_train.csv", delimiter=",")
+    z = (data - data.mean()) / data.std()
+    np.testing.assert_allclose(K, np.cov(z), atol=1e-11)
+
+
+def test_docs_examples_are_the_shipped_files():
+    text = (ROOT / "docs/configuration.md").read_text()
+    blocks = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", text, re.S)]
+    examples = {b["name"]: b for b in blocks if isinstance(b, dict) and "name" in b}
+    for name in ("cartpole", "temperature"):
+        shipped = yaml.safe_load((ROOT / f"configs/plants/{name}.yaml").read_text())
+        shipped.pop("description")
+        assert examples[name] == shipped
+
+
+# ---------------------------------------------------------------------- errors name file and key
+CASES = [
+    # (id, files to write, file at fault, key, words in the message)
+    ("daemon unknown key", {"tvbod.yaml": with_daemon("chekpoint_every: 5\n")},
+     "tvbod.yaml", "chekpoint_every", "unknown key"),
+    ("plant unknown key", {"plants/a.yaml": PLANT_A + "colour: red\n"},
+     "plants/a.yaml", "colour", "unknown key"),
+    ("bad type", {"tvbod.yaml": with_daemon("checkpoint_every: '50'\n")},
+     "tvbod.yaml", "checkpoint_every", "must be an integer"),
+    ("bool is not a number", {"plants/a.yaml": PLANT_A + "proposal_timeout: true\n"},
+     "plants/a.yaml", "proposal_timeout", "must be a number"),
+    ("out of range", {"tvbod.yaml": with_daemon("request_cache: 0\n")},
+     "tvbod.yaml", "request_cache", "[1, 4096]"),
+    ("message size out of range", {"tvbod.yaml": with_daemon("max_message_bytes: 100\n")},
+     "tvbod.yaml", "max_message_bytes", "out of range"),
+    ("bad log format", {"tvbod.yaml": with_daemon("log_format: xml\n")},
+     "tvbod.yaml", "log_format", "json"),
+    ("optimizer out of range", {"plants/a.yaml": with_plant("[0.1, 0.2]", "[0.1, -1.0]")},
+     "plants/a.yaml", "optimizer.kernel.lengthscales[1]", "out of range"),
+    ("optimizer unknown key", {"plants/a.yaml": PLANT_A + "  colour: red\n"},
+     "plants/a.yaml", "optimizer.colour", "unknown key"),
+    ("key of another strategy", {"plants/a.yaml": PLANT_A + "  reset_period: 5\n"},
+     "plants/a.yaml", "optimizer.reset_period", "r-gp-ucb"),
+    ("duplicate plant names", {"plants/b.yaml": PLANT_A},
+     "plants/b.yaml", "name", "a.yaml"),
+    ("bad plant name", {"plants/a.yaml": with_plant("name: a", "name: ../a")},
+     "plants/a.yaml", "name", "not a valid plant name"),
+    ("duplicate parameter names", {"plants/a.yaml": with_plant("name: y,", "name: x,")},
+     "plants/a.yaml", "parameters[1].name", "already"),
+    ("parameter name not an identifier", {"plants/a.yaml": with_plant("name: y,", "name: 2y,")},
+     "plants/a.yaml", "parameters[1].name", "identifier"),
+    ("lower >= upper", {"plants/a.yaml": with_plant("upper: 1.0", "upper: 0.0")},
+     "plants/a.yaml", "parameters[0].upper", "greater than lower"),
+    ("scaling on some parameters only", {"plants/a.yaml": with_plant("unit: m", "unit: m, scaling: 2")},
+     "plants/a.yaml", "parameters[0].scaling", "every parameter"),
+    ("arms mixed with others", {"plants/a.yaml": with_plant("name: y, lower: -2.0, upper: 2.0, unit: m",
+                                                              "name: y, arms: 4")},
+     "plants/a.yaml", "parameters", "only parameter"),
+    ("no parameters", {"plants/a.yaml": with_plant("  - {name: x, lower: 0.0, upper: 1.0}\n"
+                                                    "  - {name: y, lower: -2.0, upper: 2.0, unit: m}\n",
+                                                    " []\n")},
+     "plants/a.yaml", "parameters", "non-empty list"),
+    ("sense missing", {"plants/a.yaml": with_plant("sense: maximize\n", "")},
+     "plants/a.yaml", "sense", "cost or a reward"),
+    ("domain in optimizer", {"plants/a.yaml": PLANT_A + "  domain: {type: box}\n"},
+     "plants/a.yaml", "optimizer.domain", "comes from `parameters`"),
+    ("sense in optimizer", {"plants/a.yaml": PLANT_A + "  sense: minimize\n"},
+     "plants/a.yaml", "optimizer.sense", "comes from the plant's `sense`"),
+    ("penalty without value", {"plants/a.yaml": PLANT_A + "failure: {policy: penalty}\n"},
+     "plants/a.yaml", "failure.value", "required"),
+    ("unknown failure policy", {"plants/a.yaml": PLANT_A + "failure: {policy: ignore}\n"},
+     "plants/a.yaml", "failure.policy", "mean_plus_sigma"),
+    ("non-loopback tcp (all interfaces)", {"tvbod.yaml": with_daemon("endpoints: ['tcp://*:5555']\n")},
+     "tvbod.yaml", "endpoints[0]", "CURVE"),
+    ("non-loopback tcp (0.0.0.0)", {"tvbod.yaml": with_daemon("endpoints: ['tcp://0.0.0.0:5555']\n")},
+     "tvbod.yaml", "endpoints[0]", "CURVE"),
+    ("non-loopback tcp (LAN)", {"tvbod.yaml": with_daemon(
+        "endpoints: ['ipc:///tmp/x.sock', 'tcp://192.168.1.20:5555']\n")},
+     "tvbod.yaml", "endpoints[1]", "CURVE"),
+    ("security is reserved", {"tvbod.yaml": with_daemon("security: {}\n")},
+     "tvbod.yaml", "security", "not supported yet"),
+    ("bad endpoint scheme", {"tvbod.yaml": with_daemon("endpoints: ['udp://127.0.0.1:5555']\n")},
+     "tvbod.yaml", "endpoints[0]", "unsupported scheme"),
+    ("inproc is not a daemon endpoint", {"tvbod.yaml": with_daemon("endpoints: ['inproc://x']\n")},
+     "tvbod.yaml", "endpoints[0]", "unsupported scheme"),
+    ("port out of range", {"tvbod.yaml": with_daemon("endpoints: ['tcp://127.0.0.1:70000']\n")},
+     "tvbod.yaml", "endpoints[0]", "[1, 65535]"),
+    ("unbracketed ipv6", {"tvbod.yaml": with_daemon("endpoints: ['tcp://::1:5555']\n")},
+     "tvbod.yaml", "endpoints[0]", "brackets"),
+    ("abstract ipc socket", {"tvbod.yaml": with_daemon("endpoints: ['ipc://@tvbod']\n")},
+     "tvbod.yaml", "endpoints[0]", "socket file path"),
+    ("ipc path too long", {"tvbod.yaml": with_daemon(f"endpoints: ['ipc:///{'d' * 120}/s']\n")},
+     "tvbod.yaml", "endpoints[0]", "107 bytes"),
+    ("unknown placeholder", {"tvbod.yaml": with_daemon("endpoints: ['ipc://{runtime}/s']\n")},
+     "tvbod.yaml", "endpoints[0]", "placeholder"),
+    ("duplicate endpoints",
+     {"tvbod.yaml": with_daemon("endpoints: ['tcp://127.0.0.1:5', 'tcp://127.0.0.1:5']\n")},
+     "tvbod.yaml", "endpoints[1]", "twice"),
+    ("no plant files", {"tvbod.yaml": "plants: elsewhere/*.yaml\n"},
+     "tvbod.yaml", "plants", "matches no plant file"),
+    ("duplicate yaml key", {"plants/a.yaml": PLANT_A + "sense: minimize\n"},
+     "plants/a.yaml", "sense", "appears twice"),
+    ("top level not a mapping", {"plants/a.yaml": "- name: a\n"},
+     "plants/a.yaml", None, "mapping at the top level"),
+    ("empirical_from missing file", {"plants/a.yaml": ARMS_3},
+     "plants/a.yaml", "optimizer.kernel.empirical_from", "cannot read"),
+    ("empirical_from rows != arms", {"plants/a.yaml": ARMS_3, "plants/samples.csv": CSV_3 + "1,1,2\n"},
+     "plants/a.yaml", "optimizer.kernel.empirical_from", "4 rows"),
+    ("empirical_from not numbers", {"plants/a.yaml": ARMS_3, "plants/samples.csv": "a,b\nc,d\ne,f\n"},
+     "plants/a.yaml", "optimizer.kernel.empirical_from", "not a CSV of numbers"),
+    ("empirical_from on a box", {"plants/a.yaml": with_plant("lengthscales: [0.1, 0.2]",
+                                                              "empirical_from: samples.csv")},
+     "plants/a.yaml", "optimizer.kernel.empirical_from", "arm parameter"),
+    ("arms count mismatch with matrix", {"plants/a.yaml": with_plant(
+        "empirical_from: samples.csv", "matrix: [[1.0, 0.0], [0.0, 1.0]]", ARMS_3)},
+     "plants/a.yaml", "optimizer.kernel.matrix", "(3, 3)"),
+]
+
+
+@pytest.mark.parametrize("files, at_fault, key, words", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_every_error_names_file_and_key(tmp_path, files, at_fault, key, words):
+    daemon = write(tmp_path, files)
+    with pytest.raises(ConfigError) as info:
+        load_daemon_config(daemon, env=ENV)
+    e = info.value
+    assert isinstance(e, TvbodError)
+    assert e.file == tmp_path / at_fault and e.key == key
+    line = f":{e.line}" if e.line else ""  # duplicate YAML keys also give the line
+    assert str(e).startswith(f"{tmp_path / at_fault}{line}: " + (f"{key}: " if key else ""))
+    assert words in str(e)
+
+
+def test_message_format(tmp_path):
+    plant = tmp_path / "cartpole.yaml"
+    text = (ROOT / "configs/plants/cartpole.yaml").read_text()
+    plant.write_text(text.replace("lengthscales: 4.5", "lengthscales: [4.5, 4.5, -1.0, 4.5]"))
+    with pytest.raises(ConfigError) as info:
+        load_plant_config(plant)
+    assert str(info.value) == (
+        f"{plant}: optimizer.kernel.lengthscales[2]: -1.0 is out of range (allowed: (0.0, inf])")
+
+
+def test_yaml_syntax_error_names_file_and_line(tmp_path):
+    daemon = write(tmp_path, {"plants/a.yaml": "name: a\nsense: up: down\n"})
+    with pytest.raises(ConfigError) as info:
+        load_daemon_config(daemon, env=ENV)
+    e = info.value
+    assert e.file == tmp_path / "plants/a.yaml" and e.key is None and e.line is not None
+    assert str(e).startswith(f"{tmp_path / 'plants/a.yaml'}:{e.line}: invalid YAML")
+
+
+def test_missing_daemon_file(tmp_path):
+    with pytest.raises(ConfigError, match="file not found") as info:
+        load_daemon_config(tmp_path / "nope.yaml", env=ENV)
+    assert info.value.file == tmp_path / "nope.yaml" and info.value.key is None
+
+
+def test_config_path_from_environment(tmp_path):
+    daemon = write(tmp_path)
+    assert load_daemon_config(None, env={**ENV, "TVBOD_CONFIG": str(daemon)}).path == daemon
+
+
+# ---------------------------------------------------------------------- endpoints and directories
+@pytest.mark.parametrize("endpoint", [
+    "tcp://127.0.0.1:5555", "tcp://127.0.0.2:1", "tcp://[::1]:65535", "tcp://localhost:5555",
+])
+def test_loopback_tcp_is_accepted(tmp_path, endpoint):
+    daemon = write(tmp_path, {"tvbod.yaml": with_daemon(f"endpoints: ['{endpoint}']\n")})
+    cfg = load_daemon_config(daemon, env=ENV)
+    assert cfg.endpoints == (endpoint,)
+
+
+def test_environment_gives_the_directories(tmp_path):
+    daemon = write(tmp_path)
+    systemd = {**ENV, "RUNTIME_DIRECTORY": "/run/tvbod:/run/other", "STATE_DIRECTORY": "/var/lib/tvbod"}
+    cfg = load_daemon_config(daemon, env=systemd)
+    assert cfg.runtime_dir == Path("/run/tvbod") and cfg.state_dir == Path("/var/lib/tvbod")
+    assert cfg.endpoints == ("ipc:///run/tvbod/tvbod.sock",)
+    cfg = load_daemon_config(daemon, env={**ENV, "XDG_STATE_HOME": "/home/op/.st"})
+    assert cfg.runtime_dir == Path("/run/user/1000/tvbod") and cfg.state_dir == Path("/home/op/.st/tvbod")
+    cfg = load_daemon_config(daemon, env={"HOME": "/home/op"})
+    assert cfg.runtime_dir == Path(f"/tmp/tvbod-{os.getuid()}")
+    assert cfg.state_dir == Path("/home/op/.local/state/tvbod")
+
+
+def test_file_keys_win_over_environment_and_resolve_against_the_file(tmp_path):
+    daemon = write(tmp_path, {"tvbod.yaml": with_daemon(
+        "runtime_dir: run\nstate_dir: ~/st\nendpoints: ['ipc://{runtime_dir}/d.sock', 'ipc://rel.sock']\n")})
+    cfg = load_daemon_config(daemon, env={**ENV, "RUNTIME_DIRECTORY": "/x", "STATE_DIRECTORY": "/y"})
+    assert cfg.runtime_dir == tmp_path / "run" and cfg.state_dir == Path("/home/op/st")
+    assert cfg.endpoints == (f"ipc://{tmp_path}/run/d.sock", f"ipc://{tmp_path}/rel.sock")
+
+
+@pytest.mark.parametrize("isatty, expected", [(None, "auto"), (True, "console"), (False, "json")])
+def test_log_format_auto(tmp_path, isatty, expected):
+    assert load_daemon_config(write(tmp_path), env=ENV, isatty=isatty).log_format == expected
+
+
+def test_plants_globs_are_relative_to_the_daemon_file(tmp_path, monkeypatch):
+    daemon = write(tmp_path, {"tvbod.yaml": "plants: [plants/*.yaml, plants/a.yaml]\n"})
+    monkeypatch.chdir("/")
+    cfg = load_daemon_config(daemon, env=ENV)
+    assert [p.path for p in cfg.plants] == [tmp_path / "plants/a.yaml"]
+
+
+# ---------------------------------------------------------------------- plants
+def test_gains_point_round_trip_on_the_shipped_plants():
+    cfg = load_daemon_config(SHIPPED, env=ENV)
+    cart, temp = cfg.plant("cartpole"), cfg.plant("temperature")
+    x = make_strategy(cart.optimizer).ask()
+    gains = cart.gains(x)
+    assert list(gains) == ["k_x", "k_xd", "k_phi", "k_phid"]
+    np.testing.assert_array_equal(cart.point(gains), x)
+    arm = make_strategy(temp.optimizer).ask()
+    assert temp.gains(arm) == {"sensor": int(arm[0])} and type(temp.gains(arm)["sensor"]) is int
+    np.testing.assert_array_equal(temp.point({"sensor": int(arm[0])}), arm)
+    assert temp.point({"sensor": 3.0}).dtype == np.int64
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(0.0, 1.0), min_size=4, max_size=4))
+def test_gains_point_round_trip_anywhere_in_the_box(u):
+    cart = load_plant_config(ROOT / "configs/plants/cartpole.yaml")
+    lo, hi = np.array(cart.optimizer.domain.lower), np.array(cart.optimizer.domain.upper)
+    x = lo + np.array(u) * (hi - lo)
+    np.testing.assert_array_equal(cart.point(cart.gains(x)), x)
+
+
+@pytest.mark.parametrize("gains", [
+    {"k_x": -2.5, "k_xd": -5.0, "k_phi": -30.0},                                   # missing
+    {"k_x": -2.5, "k_xd": -5.0, "k_phi": -30.0, "k_phid": -3.0, "k_y": 1.0},       # unknown
+    {"k_x": True, "k_xd": -5.0, "k_phi": -30.0, "k_phid": -3.0},                   # bool
+    {"k_x": float("nan"), "k_xd": -5.0, "k_phi": -30.0, "k_phid": -3.0},           # not finite
+])
+def test_point_validates_names_and_values(gains):
+    cart = load_plant_config(ROOT / "configs/plants/cartpole.yaml")
+    with pytest.raises(DomainError):
+        cart.point(gains)
+
+
+def test_arm_gains_must_be_integers():
+    temp = load_plant_config(ROOT / "configs/plants/temperature.yaml")
+    with pytest.raises(DomainError):
+        temp.point({"sensor": 2.5})
+    with pytest.raises(DomainError):
+        temp.gains(np.array([1.5]))
+
+
+def test_fingerprint_stable_and_tracks_the_optimizer(tmp_path):
+    path = tmp_path / "a.yaml"
+    path.write_text(PLANT_A)
+    first = load_plant_config(path)
+    assert load_plant_config(path).fingerprint == first.fingerprint
+    # not semantic: key order, 3 vs 3.0, description, proposal timeout, failure policy
+    path.write_text("sense: maximize\n" + PLANT_A.replace("sense: maximize\n", "")
+                    .replace("lower: -2.0", "lower: -2") + "description: hello\nproposal_timeout: 9\n"
+                    "failure: {policy: penalty, value: -5}\n")
+    assert load_plant_config(path).fingerprint == first.fingerprint
+    for changed in (PLANT_A + "  noise_variance: 0.05\n", PLANT_A.replace("[0.1, 0.2]", "[0.1, 0.3]"),
+                    PLANT_A.replace("maximize", "minimize"), PLANT_A.replace("unit: m", "unit: cm"),
+                    PLANT_A.replace("upper: 2.0", "upper: 3.0")):
+        path.write_text(changed)
+        assert load_plant_config(path).fingerprint != first.fingerprint
+
+
+def test_optimizer_mapping_is_plain_data_that_replays(tmp_path):
+    plant = load_plant_config(ROOT / "configs/plants/temperature.yaml")
+    mapping = json.loads(json.dumps(plant.optimizer_mapping))
+    assert mapping["domain"] == {"type": "arms", "n_arms": 50} and mapping["sense"] == "maximize"
+    assert "empirical_from" not in mapping["kernel"]
+    assert parse_spec(mapping) == plant.optimizer
+
+
+def test_empirical_covariance_of_a_small_file(tmp_path):
+    write(tmp_path, {"plants/a.yaml": ARMS_3, "plants/samples.csv": CSV_3})
+    plant = load_plant_config(tmp_path / "plants/a.yaml")
+    a = np.array([[1, 2, 3], [2, 3, 5], [0, 1, 1]], dtype=float)
+    np.testing.assert_allclose(plant.optimizer.kernel.matrix, np.cov((a - a.mean()) / a.std()), atol=1e-12)
+    assert plant.gains(np.array([2])) == {"arm": 2}
+    assert empirical_covariance(np.array([[1.0, 2.0, 4.0]])).shape == (1, 1)
+
+
+def test_failure_policies():
+    default = load_plant_config(ROOT / "configs/plants/temperature.yaml").failure
+    assert default == FailurePolicy("mean_plus_sigma", sigmas=3.0)
+    # towards worse: up for a cost, down for a reward
+    assert default.measurement(1.0, 0.5, "minimize") == 2.5
+    assert default.measurement(1.0, 0.5, "maximize") == -0.5
+    cart = load_plant_config(ROOT / "configs/plants/cartpole.yaml").failure
+    assert cart == FailurePolicy("penalty", value=100.0) and cart.measurement(0.0, 9.0, "minimize") == 100.0

@@ -1,0 +1,170 @@
+"""Structured events: stdout JSON lines, per-plant event files, non-finite floats, torn lines."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import structlog
+
+from tvbod.service.events import (
+    EventSink,
+    PlantEventLog,
+    configure_logging,
+    finite_json,
+    read_events,
+)
+
+
+@pytest.fixture(autouse=True)
+def _reset_structlog() -> Iterator[None]:
+    yield
+    structlog.reset_defaults()
+
+
+def strict_json(line: str) -> Any:
+    """Parse like an RFC 8259 parser would: NaN/Infinity tokens are an error, not a float."""
+    def refuse(token: str) -> None:
+        raise ValueError(f"invalid JSON token {token}")
+    return json.loads(line, parse_constant=refuse)
+
+
+def lines(stream: io.StringIO) -> list[dict[str, Any]]:
+    return [strict_json(line) for line in stream.getvalue().splitlines()]
+
+
+def test_json_logging_writes_one_object_per_line_with_timestamp_level_and_event() -> None:
+    out = io.StringIO()
+    configure_logging("json", stream=out)
+    structlog.get_logger().bind(plant="cart").info("proposal", t=3, proposal_id="p3")
+    (line,) = lines(out)
+    assert line["event"] == "proposal" and line["level"] == "info"
+    assert (line["plant"], line["t"], line["proposal_id"]) == ("cart", 3, "p3")
+    assert line["timestamp"].endswith("Z") and "T" in line["timestamp"]
+
+
+def test_configuring_twice_sends_output_to_the_latest_stream() -> None:
+    first, second = io.StringIO(), io.StringIO()
+    configure_logging("json", stream=first)
+    configure_logging("json", stream=second)
+    structlog.get_logger().info("daemon_started")
+    assert first.getvalue() == "" and lines(second)[0]["event"] == "daemon_started"
+
+
+def test_console_format_renders_a_readable_line() -> None:
+    out = io.StringIO()
+    configure_logging("console", stream=out)
+    structlog.get_logger().info("reset", t=9, psi=1.5)
+    assert "reset" in out.getvalue() and "psi=1.5" in out.getvalue()
+
+
+def test_unknown_format_or_level_is_refused() -> None:
+    with pytest.raises(ValueError, match="format"):
+        configure_logging("xml")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="level"):
+        configure_logging("json", level="loud")
+
+
+def test_debug_events_are_filtered_at_info_level() -> None:
+    out = io.StringIO()
+    configure_logging("json", stream=out, level="info")
+    structlog.get_logger().debug("noise")
+    assert out.getvalue() == ""
+
+
+def test_non_finite_floats_become_strings_in_stdout_json() -> None:
+    out = io.StringIO()
+    configure_logging("json", stream=out)
+    structlog.get_logger().info("reset", psi=float("nan"), threshold=float("inf"),
+                                history=[float("-inf"), 1.0], nested={"x": float("nan")})
+    (line,) = lines(out)
+    assert (line["psi"], line["threshold"]) == ("NaN", "Infinity")
+    assert line["history"] == ["-Infinity", 1.0] and line["nested"] == {"x": "NaN"}
+
+
+def test_finite_json_leaves_finite_values_alone() -> None:
+    value = {"a": [1, 2.5, "s", None, True], "b": (0.0, -1e-310)}
+    assert finite_json(value) == {"a": [1, 2.5, "s", None, True], "b": [0.0, -1e-310]}
+
+
+def test_plant_event_goes_to_stdout_and_to_the_plant_file(tmp_path: Path) -> None:
+    out = io.StringIO()
+    configure_logging("json", stream=out)
+    log = PlantEventLog(tmp_path / "plants" / "cart" / "events.jsonl", plant="cart")
+    log.emit("measurement", t=4, y=0.25)
+    (stdout_line,) = lines(out)
+    (file_line,) = read_events(log.path)
+    for line in (stdout_line, file_line):
+        assert (line["event"], line["plant"], line["t"], line["y"]) == ("measurement", "cart", 4, 0.25)
+        assert line["level"] == "info" and line["timestamp"].endswith("Z")
+
+
+def test_every_plant_file_line_is_strict_json_even_with_nan(tmp_path: Path) -> None:
+    configure_logging("json", stream=io.StringIO())
+    log = PlantEventLog(tmp_path / "events.jsonl", plant="cart")
+    log.emit("reset", t=5, t_prime=2, psi=float("nan"), threshold=float("inf"), dataset_size_before=5)
+    log.emit("measurement", t=5, y=float("-inf"))
+    parsed = [strict_json(line) for line in log.path.read_text().splitlines()]
+    assert [p["event"] for p in parsed] == ["reset", "measurement"]
+    assert (parsed[0]["psi"], parsed[0]["threshold"], parsed[1]["y"]) == ("NaN", "Infinity", "-Infinity")
+
+
+def test_bound_context_is_added_to_every_event_and_shares_the_file(tmp_path: Path) -> None:
+    configure_logging("json", stream=io.StringIO())
+    log = PlantEventLog(tmp_path / "events.jsonl", plant="cart")
+    log.bind(t=7).emit("proposal", proposal_id="p7")
+    log.emit("checkpoint_written", t=8)
+    events = read_events(log.path)
+    assert [(e["event"], e["t"], e["plant"]) for e in events] == [
+        ("proposal", 7, "cart"), ("checkpoint_written", 8, "cart")]
+
+
+def test_problem_events_get_a_higher_level(tmp_path: Path) -> None:
+    configure_logging("json", stream=io.StringIO())
+    log = PlantEventLog(tmp_path / "events.jsonl", plant="cart")
+    log.emit("storage_error", errno=28)
+    log.emit("client_error", code="bad_field", peer="abc")
+    log.emit("proposal", level="debug")
+    assert [e["level"] for e in read_events(log.path)] == ["error", "warning", "debug"]
+
+
+def test_read_events_tolerates_a_torn_last_line(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text('{"event": "proposal", "t": 1}\n{"event": "measu')
+    assert read_events(path) == [{"event": "proposal", "t": 1}]
+
+
+def test_appending_after_a_torn_line_does_not_glue_onto_it(tmp_path: Path) -> None:
+    configure_logging("json", stream=io.StringIO())
+    path = tmp_path / "events.jsonl"
+    path.write_text('{"event": "proposal", "t": 1}\n{"event": "measu')
+    PlantEventLog(path, plant="cart").emit("plant_restored", t=1)
+    assert [e["event"] for e in read_events(path)] == ["proposal", "plant_restored"]
+
+
+def test_a_failing_event_file_is_reported_on_stdout_and_does_not_raise(tmp_path: Path) -> None:
+    out = io.StringIO()
+    configure_logging("json", stream=out)
+    (tmp_path / "not-a-dir").write_text("")
+    log = PlantEventLog(tmp_path / "not-a-dir" / "events.jsonl", plant="cart")
+    log.emit("proposal", t=1)
+    events = [line["event"] for line in lines(out)]
+    assert events == ["proposal", "storage_error"]
+
+
+def test_event_sink_reuses_one_log_per_plant_and_keeps_daemon_events_off_plant_files(
+    tmp_path: Path,
+) -> None:
+    out = io.StringIO()
+    configure_logging("json", stream=out)
+    sink = EventSink()
+    cart = sink.plant("cart", tmp_path / "cart.jsonl")
+    assert sink.plant("cart", tmp_path / "cart.jsonl") is cart
+    sink.emit("daemon_started", version="0.1.0")
+    cart.emit("proposal", t=0)
+    sink.close()
+    assert [line["event"] for line in lines(out)] == ["daemon_started", "proposal"]
+    assert [e["event"] for e in read_events(tmp_path / "cart.jsonl")] == ["proposal"]

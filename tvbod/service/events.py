@@ -1,0 +1,206 @@
+"""Structured events: one structlog pipeline to stdout, and a JSON-lines file per plant.
+
+Every event is a name plus fields (`log.info("reset", t=t, psi=psi)`), never a formatted string.
+Events about a plant go to stdout *and* to that plant's `events.jsonl`, so a plant's history can
+be read back (`read_events`) after the daemon's stdout is gone.
+
+Non-finite floats: JSON has no NaN or infinity, so they are written as the strings `"NaN"`,
+`"Infinity"` and `"-Infinity"` (the spellings of the protobuf JSON mapping; `float()` parses them
+back). Every line is strict RFC 8259 JSON; serialization uses `allow_nan=False` as a guard.
+
+Event names the daemon uses: `EVENT_NAMES`. Their level is `info` unless `EVENT_LEVELS` says
+otherwise; `emit(..., level=...)` overrides.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+import structlog
+
+EVENT_NAMES = frozenset({
+    "daemon_started", "plant_restored", "proposal", "measurement", "reset", "proposal_abandoned",
+    "checkpoint_written", "client_error", "daemon_stopped", "storage_error", "config_reloaded",
+})
+EVENT_LEVELS: dict[str, str] = {
+    "storage_error": "error", "client_error": "warning", "proposal_abandoned": "warning",
+}
+_LEVELS = ("debug", "info", "warning", "error", "critical")
+_NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
+
+
+def finite_json(value: Any) -> Any:
+    """`value` with every NaN/inf float (nested in dicts, lists, tuples) replaced by a string."""
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return "NaN" if math.isnan(value) else _NON_FINITE[value]
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(v) for v in value]
+    return value
+
+
+def _finite_processor(logger: Any, method: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+    return finite_json(event_dict)  # type: ignore[no-any-return]
+
+
+def _dumps(record: dict[str, Any]) -> str:
+    return json.dumps(finite_json(record), allow_nan=False, default=repr)
+
+
+def utc_timestamp() -> str:
+    """Now as ISO 8601 UTC with a `Z`, the same format structlog's `TimeStamper` writes."""
+    return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def configure_logging(
+    fmt: Literal["json", "console"] = "json", stream: TextIO | None = None, level: str = "info"
+) -> None:
+    """Configure structlog for the whole process (safe to call again: the last call wins).
+
+    Each line carries `timestamp` (ISO, UTC), `level`, `event` and the bound context; `json`
+    writes one JSON object per line, `console` a human-readable line. `stream` defaults to the
+    `sys.stdout` of the moment of the call.
+    """
+    if fmt not in ("json", "console"):
+        raise ValueError(f"log format {fmt!r} must be 'json' or 'console'")
+    if level not in _LEVELS:
+        raise ValueError(f"log level {level!r} must be one of {', '.join(_LEVELS)}")
+    processors: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _finite_processor,
+    ]
+    if fmt == "json":
+        processors += [
+            structlog.processors.format_exc_info,
+            structlog.processors.JSONRenderer(allow_nan=False, default=repr),
+        ]
+    else:
+        processors.append(structlog.dev.ConsoleRenderer(colors=False))
+    structlog.configure(
+        processors=processors,
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.WriteLoggerFactory(file=stream if stream is not None else sys.stdout),
+        cache_logger_on_first_use=False,
+    )
+
+
+class _LineFile:
+    """An append-mode text file written one flushed line at a time, opened on first use."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._file: TextIO | None = None
+
+    def write_line(self, line: str) -> None:
+        if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "a", encoding="utf-8")
+            if self._file.tell() > 0 and not _ends_with_newline(self.path):
+                self._file.write("\n")  # a crash tore the last line; keep it from gluing to ours
+        self._file.write(line + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) == b"\n"
+
+
+class PlantEventLog:
+    """Events of one plant: each `emit` goes to the structlog logger and to `path` (JSON lines).
+
+    `plant` and any `context` (e.g. `t`) are bound onto every event; `bind` adds more context
+    and shares the same file. A failing file write (disk full) is reported on stdout as
+    `storage_error` and does not raise: event lines are diagnostics, the journal is the record.
+    """
+
+    def __init__(
+        self, path: Path, plant: str, logger: Any = None, *, _file: _LineFile | None = None,
+        **context: Any,
+    ) -> None:
+        self.path = Path(path)
+        self.plant = plant
+        self.context = {"plant": plant, **context}
+        self.logger = logger if logger is not None else structlog.get_logger("tvbod")
+        self._file = _file if _file is not None else _LineFile(self.path)
+
+    def bind(self, **context: Any) -> PlantEventLog:
+        """A view of this log with more bound context (same file, same logger)."""
+        merged = {**self.context, **context}
+        merged.pop("plant")
+        return PlantEventLog(self.path, self.plant, self.logger, _file=self._file, **merged)
+
+    def emit(self, event: str, /, *, level: str | None = None, **fields: Any) -> None:
+        """Log `event` with the bound context and `fields` to stdout and the plant's file."""
+        level = level or EVENT_LEVELS.get(event, "info")
+        if level not in _LEVELS:
+            raise ValueError(f"log level {level!r} must be one of {', '.join(_LEVELS)}")
+        data = {**self.context, **fields}
+        getattr(self.logger, level)(event, **data)
+        line = _dumps({"timestamp": utc_timestamp(), "level": level, "event": event, **data})
+        try:
+            self._file.write_line(line)
+        except OSError as exc:
+            self.logger.error("storage_error", plant=self.plant, path=str(self.path),
+                              errno=exc.errno, error=str(exc), what="event log")
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class EventSink:
+    """The daemon's event outlet: daemon-wide events to stdout, plant events via `plant()`."""
+
+    def __init__(self, logger: Any = None) -> None:
+        self.logger = logger if logger is not None else structlog.get_logger("tvbod")
+        self._plants: dict[str, PlantEventLog] = {}
+
+    def emit(self, event: str, /, *, level: str | None = None, **fields: Any) -> None:
+        """Log a daemon-wide event (`daemon_started`, `config_reloaded`, ...) to stdout only."""
+        getattr(self.logger, level or EVENT_LEVELS.get(event, "info"))(event, **fields)
+
+    def plant(self, plant: str, path: Path) -> PlantEventLog:
+        """The event log of `plant` writing to `path`, created once and reused."""
+        if plant not in self._plants:
+            self._plants[plant] = PlantEventLog(path, plant, self.logger)
+        return self._plants[plant]
+
+    def close(self) -> None:
+        for log in self._plants.values():
+            log.close()
+        self._plants.clear()
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """The events in a JSON-lines file, oldest first.
+
+    Lines that are not a JSON object are skipped: they can only be lines torn by a crash (the
+    last line, or a line the writer closed off with a newline before appending after it).
+    """
+    events: list[dict[str, Any]] = []
+    with open(path, "rb") as f:
+        for raw in f:
+            try:
+                item = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(item, dict):
+                events.append(item)
+    return events
