@@ -168,7 +168,12 @@ class PlantRuntime:
         }
 
     def checkpoint(self, reason: str) -> None:
-        """Write a checkpoint of everything journaled so far and start a fresh journal."""
+        """Write a checkpoint of everything journaled so far and start a fresh journal.
+
+        The event lines (the plant's full history, which replay reads) are fsync'd first: the
+        journal records that the checkpoint absorbs can no longer re-emit them after a power cut.
+        """
+        self.events.sync()
         path = self.store.compact(self.state())
         self.records_since_checkpoint = 0
         self.events.emit("checkpoint_written", t=self.strategy.t, path=str(path), reason=reason,
