@@ -49,4 +49,4 @@ def run(args: argparse.Namespace) -> int:
         sink.emit("daemon_stopped", reason="signal" if server.stop_requested else "error",
                   messages=server.messages)
         sink.close()
-    return 0
+    return server.exit_code

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import OrderedDict, deque
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -167,22 +168,45 @@ class PlantRuntime:
             "failed_tells": self.failed_tells,
         }
 
-    def checkpoint(self, reason: str) -> None:
-        """Write a checkpoint of everything journaled so far and start a fresh journal.
+    @property
+    def checkpoint_due(self) -> bool:
+        return self.records_since_checkpoint >= self.checkpoint_every
+
+    def write_checkpoint(self, state: dict[str, Any]) -> Path:
+        """The I/O half of a checkpoint (thread-safe per plant: touches only this plant's files).
 
         The event lines (the plant's full history, which replay reads) are fsync'd first: the
         journal records that the checkpoint absorbs can no longer re-emit them after a power cut.
         """
         self.events.sync()
-        path = self.store.compact(self.state())
+        return self.store.compact(state)
+
+    def checkpoint_done(self, path: Path | None, error: Exception | None, reason: str) -> None:
+        """Bookkeeping and events after `write_checkpoint` (on the loop's thread)."""
+        if error is not None:
+            self.events.emit("storage_error", level="error", what="checkpoint", error=str(error))
+            return
         self.records_since_checkpoint = 0
         self.events.emit("checkpoint_written", t=self.strategy.t, path=str(path), reason=reason,
                          journal_seq=self.store.journal.last_seq)
 
-    def _commit(self, record: dict[str, Any]) -> str | None:
-        """Journal (fsync) then apply a record; `StorageError` becomes `storage_unavailable`."""
+    def checkpoint(self, reason: str) -> None:
+        """Write a checkpoint of everything journaled so far and start a fresh journal."""
         try:
-            self.store.journal.append(record)
+            path = self.write_checkpoint(self.state())
+        except StorageError as exc:
+            self.checkpoint_done(None, exc, reason)
+            raise
+        self.checkpoint_done(path, None, reason)
+
+    def _commit(self, record: dict[str, Any]) -> str | None:
+        """Journal then apply a record; `StorageError` becomes `storage_unavailable`.
+
+        The fsync is the server's: it syncs every touched journal once per batch of requests
+        (group commit) before any reply of that batch is sent.
+        """
+        try:
+            self.store.journal.append(record, sync=False)
         except StorageError as exc:
             self.events.emit("storage_error", level="error", what="journal", error=str(exc))
             raise ProtocolError(ErrorCode.STORAGE_UNAVAILABLE,
@@ -190,13 +214,6 @@ class PlantRuntime:
         problem = self._apply(record)
         self.records_since_checkpoint += 1
         return problem
-
-    def maybe_checkpoint(self) -> None:
-        if self.records_since_checkpoint >= self.checkpoint_every:
-            try:
-                self.checkpoint("periodic")
-            except StorageError as exc:
-                self.events.emit("storage_error", level="error", what="checkpoint", error=str(exc))
 
     # ------------------------------------------------------------------ the one state transition
     def _apply(self, record: dict[str, Any]) -> str | None:
@@ -316,7 +333,6 @@ class PlantRuntime:
         self._emit_tell_events(self._last_result, self._last_record)
         reply = {**self.cache[str(req.request_id)][1], "duplicate": False}
         self.latency["tell"].add(time.perf_counter() - start)
-        self.maybe_checkpoint()
         return reply
 
     def _failure_value(self, x: np.ndarray) -> float:

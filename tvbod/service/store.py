@@ -297,9 +297,11 @@ class Journal:
         self._ensure_open()
         return self._last_seq
 
-    def append(self, record: dict[str, Any]) -> int:
+    def append(self, record: dict[str, Any], sync: bool = True) -> int:
         """Write `record` with the next seq and fsync it; returns the seq once it is durable.
 
+        With `sync=False` the fsync is left to a later `sync()` (group commit: the daemon fsyncs
+        every journal touched by a batch of requests once, before sending any reply).
         Raises `StorageError` if the disk refuses; a partial write is cut off again (and would be
         overwritten by the next append anyway), so every acknowledged record stays readable.
         """
@@ -312,14 +314,31 @@ class Journal:
         blob = _REC_HEADER.pack(len(payload), zlib.crc32(payload)) + payload
         try:
             _write_all(fd, blob, self._size, self.writer)
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, self._size)
             raise StorageError("appending to", self.path, exc) from exc
         self._size += len(blob)
         self._last_seq += 1
+        self._unsynced = not sync
         return self._last_seq
+
+    @property
+    def unsynced(self) -> bool:
+        """True when records were appended with `sync=False` and not fsync'd since."""
+        return getattr(self, "_unsynced", False)
+
+    def sync(self) -> None:
+        """fsync the records appended with `sync=False` (raises `StorageError` on failure)."""
+        if not self.unsynced or self._fd is None:
+            return
+        try:
+            os.fsync(self._fd)
+        except OSError as exc:
+            raise StorageError("syncing", self.path, exc) from exc
+        self._unsynced = False
 
     def read(self, after_seq: int = 0) -> JournalRead:
         """All intact records with `seq > after_seq`, after repairing the file (see `_repair`)."""
