@@ -25,7 +25,7 @@ STRATEGIES = {
 _STRATEGY_KEYS = {"reset_period": "r-gp-ucb", "forgetting": "tv-gp-ucb", "drift_variance": "ui-tvbo"}
 _TOP_KEYS = {
     "strategy", "sense", "domain", "kernel", "noise_variance", "beta", "delta_b", "reset_period",
-    "forgetting", "drift_variance", "measurement", "budget", "seed",
+    "forgetting", "drift_variance", "measurement", "budget", "seed", "hyperparameters",
 }
 #: Largest finite domain whose Gram matrix is precomputed (m^2 float64 = 200 MB at 5000).
 MAX_FINITE_POINTS = 5000
@@ -50,6 +50,21 @@ class KernelSpec:
 
 
 @dataclass(frozen=True)
+class HyperSpec:
+    """Online MAP estimation of the lengthscales: Gamma(`prior_shape`, `prior_rate`) prior on each,
+    bounded to `[lower, upper]`, refit after every `refit_every`-th tell from the current values
+    plus `restarts` draws from the prior, L-BFGS-B with `maxiter`."""
+
+    prior_shape: float = 15.0
+    prior_rate: float = 10.0 / 3.0
+    lower: float = 1e-2
+    upper: float = 1e2
+    refit_every: int = 1
+    restarts: int = 0
+    maxiter: int = 50
+
+
+@dataclass(frozen=True)
 class OptimizerSpec:
     """A validated strategy configuration; `make_strategy` turns it into a `Strategy`."""
 
@@ -70,6 +85,7 @@ class OptimizerSpec:
     starts: int = 5
     maxiter: int = 50
     seed: int = 0
+    hyper: HyperSpec | None = None
 
     @property
     def reset_policy(self) -> str:
@@ -219,6 +235,33 @@ def _parse_kernel(value, domain: DomainSpec, dim: int) -> KernelSpec:
     return KernelSpec(kind, lengthscales=ls, variance=var)
 
 
+def _parse_hyper(value, kernel: KernelSpec) -> HyperSpec | None:
+    m = _mapping(value, "hyperparameters")
+    _check_keys(m, {"lengthscales", "prior", "bounds", "refit_every", "restarts", "maxiter"},
+                "hyperparameters.")
+    mode = _choice(m.get("lengthscales", "fixed"), "hyperparameters.lengthscales", ("fixed", "map"))
+    if mode == "fixed":
+        extra = sorted(set(m) - {"lengthscales"})
+        if extra:
+            raise SpecError(f"hyperparameters.{extra[0]}", "applies only with lengthscales: map")
+        return None
+    if kernel.type == "matrix":
+        raise SpecError("hyperparameters.lengthscales", "a matrix kernel has no lengthscales", "fixed")
+    prior = _mapping(m.get("prior", {}), "hyperparameters.prior")
+    _check_keys(prior, {"shape", "rate"}, "hyperparameters.prior.")
+    bounds = _vector(m.get("bounds", [1e-2, 1e2]), "hyperparameters.bounds", 2)
+    lo = _number(bounds[0], "hyperparameters.bounds[0]", 0.0, lo_open=True)
+    hi = _number(bounds[1], "hyperparameters.bounds[1]", lo, lo_open=True)
+    return HyperSpec(
+        prior_shape=_number(prior.get("shape", 15.0), "hyperparameters.prior.shape", 0.0, lo_open=True),
+        prior_rate=_number(prior.get("rate", 10.0 / 3.0), "hyperparameters.prior.rate", 0.0, lo_open=True),
+        lower=lo, upper=hi,
+        refit_every=_integer(m.get("refit_every", 1), "hyperparameters.refit_every", 1),
+        restarts=_integer(m.get("restarts", 0), "hyperparameters.restarts", 0, 100),
+        maxiter=_integer(m.get("maxiter", 50), "hyperparameters.maxiter", 1, 10000),
+    )
+
+
 def parse_spec(spec: Mapping | OptimizerSpec) -> OptimizerSpec:
     """Validate the `optimizer:` mapping (see docs/configuration.md) into an `OptimizerSpec`."""
     if isinstance(spec, OptimizerSpec):
@@ -265,5 +308,6 @@ def parse_spec(spec: Mapping | OptimizerSpec) -> OptimizerSpec:
         starts=_integer(budget.get("starts", 5), "budget.starts", 1, 1000),
         maxiter=_integer(budget.get("maxiter", 50), "budget.maxiter", 0, 10000),
         seed=_integer(m.get("seed", 0), "seed", 0, 2**63 - 1),
+        hyper=_parse_hyper(m.get("hyperparameters", {}), kernel),
         **kw,
     )

@@ -17,6 +17,7 @@ from ..acquisition import beta_t
 from ..domains import ArmsDomain, BoxDomain, PointsDomain
 from ..errors import DomainError, StateError
 from ..gp import ExactGP
+from ..hyperparameters import GammaPrior, fit_lengthscales
 from ..kernels import ForgettingFactor, Matern52, MatrixKernel, SquaredExponential, WienerDrift
 from ..optimize import Budget, maximize_ucb_on_box, maximize_ucb_on_set, sobol_unit
 from ..spec import OptimizerSpec
@@ -26,6 +27,7 @@ from .base import Strategy, TellResult
 _STATE_FORMAT = 1
 #: Stream ids for the per-step generators `default_rng([seed, t, stream])`.
 _RNG_ASK = 1
+_RNG_HYPER = 2
 #: How many of the best observed points join the Sobol candidates on a box.
 _EXTRA_STARTS = 3
 
@@ -39,11 +41,20 @@ def build_domain(spec: OptimizerSpec):
     return ArmsDomain(d.n_arms)
 
 
-def build_kernel(spec: OptimizerSpec, domain):
+def build_base_kernel(spec: OptimizerSpec, lengthscales=None):
+    """The spatial kernel on internal coordinates (None for a matrix kernel)."""
     k = spec.kernel
     if k.type == "matrix":
-        return MatrixKernel(k.matrix)
-    base = (SquaredExponential if k.type == "se" else Matern52)(k.lengthscales, k.variance)
+        return None
+    ls = k.lengthscales if lengthscales is None else lengthscales
+    return (SquaredExponential if k.type == "se" else Matern52)(ls, k.variance)
+
+
+def build_kernel(spec: OptimizerSpec, domain, base=None):
+    """What the GP uses: the base kernel on a box, its Gram matrix on points, the fixed matrix on arms."""
+    if spec.kernel.type == "matrix":
+        return MatrixKernel(spec.kernel.matrix)
+    base = base if base is not None else build_base_kernel(spec)
     if isinstance(domain, PointsDomain):
         Z = domain.kernel_inputs
         return MatrixKernel(base(Z, Z))
@@ -65,7 +76,9 @@ class GPUCBStrategy(Strategy):
         self.spec = spec
         self.name = spec.strategy
         self.domain = build_domain(spec)
-        self.gp = ExactGP(build_kernel(spec, self.domain), spec.noise_variance, build_temporal(spec))
+        self.base_kernel = build_base_kernel(spec)
+        self.gp = ExactGP(build_kernel(spec, self.domain, self.base_kernel), spec.noise_variance,
+                          build_temporal(spec))
         self.trigger = EventTrigger(spec.delta_b, spec.noise_variance)
         self.budget = Budget(spec.candidates, spec.starts, spec.maxiter)
         self._sign = 1.0 if spec.sense == "maximize" else -1.0
@@ -181,6 +194,8 @@ class GPUCBStrategy(Strategy):
             self._t_reset = t
             self._resets += 1
             self._last_reset_t = t
+        if self.spec.hyper is not None and t % self.spec.hyper.refit_every == 0:
+            self._refit_lengthscales(t)
         self._t += 1
         self._pending = None
         return TellResult(
@@ -188,6 +203,33 @@ class GPUCBStrategy(Strategy):
             psi=decision.psi, threshold=decision.threshold, mu=mu, sigma=sigma,
             dataset_size=self.gp.n,
         )
+
+    # ------------------------------------------------------------------ hyperparameters
+    @property
+    def lengthscales(self) -> np.ndarray | None:
+        return None if self.base_kernel is None else self.base_kernel.lengthscales.copy()
+
+    def _set_lengthscales(self, lengthscales) -> None:
+        self.base_kernel = build_base_kernel(self.spec, np.asarray(lengthscales, dtype=float))
+        self.gp.kernel = build_kernel(self.spec, self.domain, self.base_kernel)
+
+    def _refit_lengthscales(self, t: int) -> None:
+        """MAP lengthscales on the current dataset, then a full refactorization if they changed."""
+        h = self.spec.hyper
+        X = self.gp.X_ if self.gp.n else np.empty((0, self.domain.dim))
+        if isinstance(self.domain, PointsDomain) and self.gp.n:
+            X = self.domain.kernel_inputs[self.gp.X_[:, 0].astype(int)]
+        temporal_K = None
+        if self.gp.temporal is not None and self.gp.n:
+            temporal_K = self.gp.temporal(self.gp.times_, self.gp.times_)
+        new = fit_lengthscales(
+            self.base_kernel, X, self.gp.y_, self.spec.noise_variance,
+            GammaPrior(h.prior_shape, h.prior_rate), (h.lower, h.upper),
+            np.random.default_rng([self.spec.seed, t, _RNG_HYPER]), h.restarts, h.maxiter, temporal_K,
+        )
+        if not np.array_equal(new, self.base_kernel.lengthscales):
+            self._set_lengthscales(new)
+            self.gp.refactor()
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict:
@@ -200,6 +242,7 @@ class GPUCBStrategy(Strategy):
             "resets": self._resets,
             "last_reset_t": self._last_reset_t,
             "pending": None if self._pending is None else self._pending.tolist(),
+            "lengthscales": None if self.base_kernel is None else self.base_kernel.lengthscales.tolist(),
             "gp": self.gp.state_dict(),
         }
 
@@ -222,10 +265,16 @@ class GPUCBStrategy(Strategy):
                 raise StateError("gp state has inconsistent lengths")
             resets = int(state["resets"])
             last = state["last_reset_t"]
+            ls = state.get("lengthscales")
+            if (ls is None) != (self.base_kernel is None) or (
+                    ls is not None and len(ls) != len(self.base_kernel.lengthscales)):
+                raise StateError("state's lengthscales do not fit the kernel")
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, StateError):
                 raise
             raise StateError(f"malformed state: {exc!r}") from None
+        if ls is not None:
+            self._set_lengthscales(ls)
         self.gp.load_state_dict(gp_state)
         self._t, self._t_reset, self._resets = t, t_reset, resets
         self._last_reset_t = None if last is None else int(last)
