@@ -1,8 +1,9 @@
 """Covariance functions: spatial kernels on internal coordinates and temporal factors on steps.
 
 Spatial kernels take `(n, d)` arrays and return `(na, nb)` matrices; stationary ones also give the
-gradient of `k(a, b)` with respect to `a` for the box optimizer. A time-varying GP multiplies a
-spatial kernel by a temporal factor `k_T(t, t')` (TV-GP-UCB, UI-TVBO).
+gradient of `k(a, b)` with respect to `a` for the box optimizer, as the full `(na, nb, d)` array
+(`grad`) or as the scalar field `g` of `dk/da_i = g_ij (a_i - b_j) / l^2` (`grad_factor`). A
+time-varying GP multiplies a spatial kernel by a temporal factor `k_T(t, t')` (TV-GP-UCB, UI-TVBO).
 """
 
 from __future__ import annotations
@@ -12,10 +13,17 @@ import numpy as np
 _SQRT5 = np.sqrt(5.0)
 
 
+def _centered(a: np.ndarray, b: np.ndarray, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """`a - b_0`, `b - b_0` in `dtype`: distances are unchanged, and the norms in
+    `|a|^2 + |b|^2 - 2 a.b` stay at the scale of the distances (no cancellation far from the origin).
+    """
+    c = b[:1] if len(b) else a[:1]
+    return (a - c).astype(dtype, copy=False), (b - c).astype(dtype, copy=False)
+
+
 def _scaled_sqdist(a: np.ndarray, b: np.ndarray, dtype=np.float64) -> np.ndarray:
     """Squared distances `|a_i - b_j|^2`, `(na, nb)`, via `|a|^2 + |b|^2 - 2 a.b`, clipped at 0."""
-    a = a.astype(dtype, copy=False)
-    b = b.astype(dtype, copy=False)
+    a, b = _centered(a, b, dtype)
     d2 = np.einsum("ij,ij->i", a, a)[:, None] + np.einsum("ij,ij->i", b, b)[None, :]
     d2 -= 2.0 * (a @ b.T)
     np.maximum(d2, 0.0, out=d2)
@@ -46,18 +54,36 @@ class _Stationary:
         """`(a_i - b_j) / l^2`, `(na, nb, d)`."""
         return (a[:, None, :] - b[None, :, :]) / self.lengthscales**2
 
+    def grad(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`(k, dk/da)` with shapes `(na, nb)` and `(na, nb, d)`."""
+        k, g = self.grad_factor(a, b)
+        return k, g[:, :, None] * self._diff(a, b)
+
 
 class SquaredExponential(_Stationary):
     """`k(a, b) = s^2 exp(-|a - b|^2_L / 2)` with `|v|^2_L = sum_i (v_i / l_i)^2`."""
+
+    def __call__(self, a: np.ndarray, b: np.ndarray, dtype=np.float64) -> np.ndarray:
+        # exp(a.b - |a|^2/2 - |b|^2/2) on scaled inputs, built in place in one (na, nb) buffer.
+        ls = self.lengthscales
+        a, b = _centered(a / ls, b / ls, dtype)
+        e = a @ b.T
+        e -= 0.5 * np.einsum("ij,ij->i", a, a)[:, None]
+        e -= 0.5 * np.einsum("ij,ij->i", b, b)[None, :]
+        np.minimum(e, 0.0, out=e)  # -|a - b|^2 / 2 <= 0 despite round-off
+        np.exp(e, out=e)
+        if self.variance != 1.0:
+            e *= self.variance
+        return e
 
     def _from_sqdist(self, d2: np.ndarray) -> np.ndarray:
         d2 *= -0.5
         return self.variance * np.exp(d2, out=d2)
 
-    def grad(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """`(k, dk/da)` with shapes `(na, nb)` and `(na, nb, d)`."""
+    def grad_factor(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`(k, g)`, both `(na, nb)`, with `dk/da_i = g_ij (a_i - b_j) / l^2`: `g = -k`."""
         k = self(a, b)
-        return k, -k[:, :, None] * self._diff(a, b)
+        return k, -k
 
 
 class Matern52(_Stationary):
@@ -67,15 +93,16 @@ class Matern52(_Stationary):
         r = np.sqrt(d2)
         return self.variance * (1.0 + _SQRT5 * r + (5.0 / 3.0) * d2) * np.exp(-_SQRT5 * r)
 
-    def grad(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """`(k, dk/da)`; `dk/dr * dr/da = -5/3 s^2 (1 + sqrt5 r) exp(-sqrt5 r) (a - b) / l^2`."""
+    def grad_factor(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`(k, g)` with `dk/da_i = g_ij (a_i - b_j) / l^2`: `dk/dr * dr/da` gives
+        `g = -5/3 s^2 (1 + sqrt5 r) exp(-sqrt5 r)`."""
         ls = self.lengthscales
         d2 = _scaled_sqdist(a / ls, b / ls)
         r = np.sqrt(d2)
         e = np.exp(-_SQRT5 * r)
         k = self.variance * (1.0 + _SQRT5 * r + (5.0 / 3.0) * d2) * e
         g = -(5.0 / 3.0) * self.variance * (1.0 + _SQRT5 * r) * e
-        return k, g[:, :, None] * self._diff(a, b)
+        return k, g
 
 
 class MatrixKernel:

@@ -43,39 +43,54 @@ def maximize_ucb_on_box(
 
     Candidates are `unit_candidates` rotated by `shift` modulo 1 (a Cranley-Patterson rotation, so
     every step sees a fresh low-discrepancy set), plus `extra` points (e.g. the best data points).
-    They are ranked in float32, the best `starts` are polished together as one L-BFGS-B problem
-    (the sum of separable objectives), and the winner is re-scored in float64.
+    They are ranked in float32 (`gp.screen_best`: the top `starts` without solving for every
+    candidate), the best `starts` are polished together as one L-BFGS-B problem (the sum of
+    separable objectives), and the winner is chosen on float64 values.
     """
     span = upper - lower
     cands = lower + np.mod(unit_candidates + shift, 1.0) * span
     if extra is not None and len(extra):
         cands = np.vstack([cands, np.clip(extra, lower, upper)])
-    mean, var = gp.predict_screen(cands, t_query)
-    score = ucb(mean, var, beta)
     k = min(budget.starts, len(cands))
-    top = np.argpartition(-score, k - 1)[:k] if k < len(cands) else np.arange(len(cands))
-    starts = cands[top]
-    d = starts.shape[1]
+    starts = cands[gp.screen_best(cands, t_query, lambda mean, var: ucb(mean, var, beta), k)]
     if budget.maxiter > 0 and gp.n > 0:
-        def objective(flat: np.ndarray) -> tuple[float, np.ndarray]:
-            Z = flat.reshape(k, d)
-            value, grad = ucb_grad(*gp.predict_with_grad(Z, t_query), beta)
-            return -float(value.sum()), -grad.ravel()
+        points, values = _polish(gp, t_query, beta, starts, lower, upper, budget.maxiter)
+    else:
+        points, values = starts, ucb(*gp.predict(starts, t_query), beta)
+    best = int(np.argmax(values))
+    return points[best].copy(), float(values[best])
 
-        res = minimize(
-            objective,
-            starts.ravel(),
-            jac=True,
-            method="L-BFGS-B",
-            bounds=list(zip(np.tile(lower, k), np.tile(upper, k))),
-            options={"maxiter": budget.maxiter},
-        )
-        polished = np.clip(res.x.reshape(k, d), lower, upper)
-        starts = np.vstack([starts, polished])
-    m, v = gp.predict(starts, t_query)
-    exact = ucb(m, v, beta)
-    best = int(np.argmax(exact))
-    return starts[best].copy(), float(exact[best])
+
+def _polish(gp, t_query, beta, starts, lower, upper, maxiter) -> tuple[np.ndarray, np.ndarray]:
+    """L-BFGS-B on the sum of the UCB at all `starts` (separable, so one problem polishes them all).
+
+    Returns the starts and their polished ends, `(2k, d)`, with float64 UCB values `(2k,)`. The
+    values come from the objective's own evaluations at `x0` and at the returned `x` (the same
+    float64 posterior as `gp.predict`), re-computed only if L-BFGS-B returned a point it did not
+    evaluate.
+    """
+    k, d = starts.shape
+    seen: dict[bytes, np.ndarray] = {}
+
+    def objective(flat: np.ndarray) -> tuple[float, np.ndarray]:
+        value, grad = ucb_grad(*gp.predict_with_grad(flat.reshape(k, d), t_query), beta)
+        seen[flat.tobytes()] = value
+        return -float(value.sum()), -grad.ravel()
+
+    res = minimize(
+        objective,
+        starts.ravel(),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=list(zip(np.tile(lower, k), np.tile(upper, k))),
+        options={"maxiter": maxiter},
+    )
+    polished = np.clip(res.x.reshape(k, d), lower, upper)
+    points = np.vstack([starts, polished])
+    v0, v1 = seen.get(starts.tobytes()), seen.get(polished.tobytes())
+    if v0 is None or v1 is None:
+        return points, ucb(*gp.predict(points, t_query), beta)
+    return points, np.concatenate([v0, v1])
 
 
 def maximize_ucb_on_set(mean: np.ndarray, var: np.ndarray, beta: float) -> tuple[int, float]:

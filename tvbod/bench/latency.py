@@ -1,0 +1,466 @@
+"""`tvbod bench latency`: ask and tell latency of the core on a box, and the UCB value each ask reaches.
+
+The same GP everywhere: `gp-ucb` (no resets: D keeps exactly n points) on `[0, 1]^d`, SE kernel
+with lengthscale `0.2 sqrt(d)`, noise variance 0.02, spec-default `beta_t` and budget; D is n uniform
+points of `objective` plus noise, told one by one. One BLAS thread. Timed (`perf_counter`):
+
+- ask: `strategy.ask()` on an untimed copy of the n-point strategy (no pending proposal, no derived
+  caches: as right after a tell); call k runs at step `t = n + 1 + k` (fresh rotation and `beta_t`).
+- tell: `strategy.tell(x, y)` on a copy: trigger check + O(n^2) append; "refactor": the append
+  replaced by `ExactGP.fit` on all n + 1 points.
+- botorch (`--compare botorch`): SingleTaskGP with the same fixed hyperparameters + UCB +
+  `optimize_acqf(num_restarts=5, raw_samples=1000)`, model construction included.
+
+value/ref: UCB at a proposal over a dense reference maximum at the same step (2^15 Sobol points +
+L-BFGS-B from the best 50 and from the proposals; the best value seen, so <= 1). Details and
+results: docs/benchmarks.md, section Latency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import functools
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
+                "VECLIB_MAXIMUM_THREADS")
+NOISE_VARIANCE = 0.02
+_DEFAULTS = {"dims": [1, 2, 4, 8], "sizes": [10, 100, 400, 1000], "calls": 30, "warmup": 5,
+             "ref_calls": 5, "ref_candidates": 2**15, "ref_starts": 50}
+_QUICK = {"dims": [1, 3], "sizes": [10, 40], "calls": 5, "warmup": 1, "ref_calls": 2,
+          "ref_candidates": 2**11, "ref_starts": 8}
+_ANCHORS_HINT = "--compare botorch needs the anchors extra: pip install 'tvbod[anchors]'"
+
+
+def lengthscale(d: int) -> float:
+    """The SE lengthscale used at dimension `d`: `0.2 sqrt(d)` on the unit cube."""
+    return 0.2 * math.sqrt(d)
+
+
+def objective(X):
+    """The smooth test function `sum_i sin(5 x_i + i) / sqrt(d)`, `X` `(m, d)` -> `(m,)`."""
+    import numpy as np
+
+    return np.sin(5.0 * X + np.arange(X.shape[1])).sum(axis=1) / math.sqrt(X.shape[1])
+
+
+# ---------------------------------------------------------------------- command line
+def _int_list(text: str) -> list[int]:
+    try:
+        out = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not out or min(out) < 1:
+        raise argparse.ArgumentTypeError("expected positive integers")
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dims", type=_int_list, help="dimensions, comma-separated (1,2,4,8)")
+    parser.add_argument("--sizes", type=_int_list, help="dataset sizes n (10,100,400,1000)")
+    parser.add_argument("--calls", type=int, help="timed calls per measurement (30)")
+    parser.add_argument("--warmup", type=int, help="untimed calls before them (5)")
+    parser.add_argument("--ref-calls", type=int, help="asks checked against the dense reference (5)")
+    parser.add_argument("--compare", choices=["botorch"], help="time BoTorch's step in the same run")
+    parser.add_argument("--out", type=Path, help="directory for results.json and latency.png")
+    parser.add_argument("--quick", action="store_true", help="a tiny run, for tests")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def _settings(args: argparse.Namespace) -> dict:
+    base = dict(_DEFAULTS, **(_QUICK if args.quick else {}))
+    for key in ("dims", "sizes", "calls", "warmup", "ref_calls"):
+        if getattr(args, key, None) is not None:
+            base[key] = getattr(args, key)
+    if base["calls"] < 1 or base["warmup"] < 0 or base["ref_calls"] < 0:
+        raise SystemExit("--calls must be >= 1, --warmup and --ref-calls >= 0")
+    base["ref_calls"] = min(base["ref_calls"], base["calls"])
+    return dict(base, compare=args.compare, seed=args.seed, quick=bool(args.quick))
+
+
+def _argv(args: argparse.Namespace) -> list[str]:
+    out = []
+    for key in ("dims", "sizes"):
+        if getattr(args, key, None):
+            out += [f"--{key}", ",".join(map(str, getattr(args, key)))]
+    for key in ("calls", "warmup", "ref_calls", "compare", "out", "seed"):
+        if getattr(args, key, None) is not None:
+            out += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
+    return out + (["--quick"] if args.quick else [])
+
+
+def _pinned() -> bool:
+    return all(os.environ.get(v) == "1" for v in _THREAD_VARS)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not _pinned():
+        if "numpy" in sys.modules:  # BLAS already started with its default threads: use a child
+            env = dict(os.environ, **{v: "1" for v in _THREAD_VARS})
+            root = str(Path(__file__).resolve().parents[2])
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+            cmd = [sys.executable, "-m", "tvbod.bench.latency", *_argv(args)]
+            return subprocess.run(cmd, env=env, check=False).returncode
+        os.environ.update({v: "1" for v in _THREAD_VARS})
+    settings = _settings(args)
+    if settings["compare"] == "botorch" and importlib.util.find_spec("botorch") is None:
+        print(_ANCHORS_HINT, file=sys.stderr)
+        return 2
+    result = measure(settings, log=lambda msg: print(msg, file=sys.stderr, flush=True))
+    print(format_table(result))
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+        _plot(result, args.out / "latency.png")
+    return 0
+
+
+# ---------------------------------------------------------------------- measurement
+def build_strategy(d: int, n: int, seed: int = 0):
+    """A `gp-ucb` strategy on `[0, 1]^d` that has been told `n` noisy points of `objective`."""
+    import numpy as np
+
+    from tvbod.core import make_strategy
+
+    s = make_strategy({
+        "strategy": "gp-ucb", "domain": {"lower": [0.0] * d, "upper": [1.0] * d},
+        "kernel": {"type": "se", "lengthscales": lengthscale(d)},
+        "noise_variance": NOISE_VARIANCE, "seed": seed,
+    })
+    rng = np.random.default_rng([seed, d, n])
+    X = rng.random((n, d))
+    y = objective(X) + rng.normal(0.0, math.sqrt(NOISE_VARIANCE), n)
+    for x, yi in zip(X, y):
+        s.tell(x, float(yi))
+    return s
+
+
+def _percentiles(seconds: list[float]) -> dict:
+    import numpy as np
+
+    ms = 1e3 * np.asarray(seconds)
+    return {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99)),
+            "min": float(ms.min()), "max": float(ms.max())}
+
+
+def _beta(s, t: int) -> float:
+    from tvbod.core.acquisition import beta_t
+
+    return beta_t(t, s.spec.beta_c1, s.spec.beta_c2)
+
+
+def ucb_value(gp, Z, t: float, beta: float):
+    """UCB `mu + sqrt(beta) sigma` at `Z` `(m, d)` from the float64 posterior."""
+    from tvbod.core.acquisition import ucb
+
+    return ucb(*gp.predict(Z, float(t)), beta)
+
+
+def time_asks(base, calls: int, warmup: int) -> tuple[list[float], list, list[int]]:
+    """Seconds per `ask()` on fresh copies of `base`, with the proposals and their steps."""
+    times, proposals, steps = [], [], []
+    for k in range(warmup + calls):
+        s = copy.deepcopy(base)
+        s._t = base.t + k  # a fresh rotation and beta_t per call; the dataset stays the same
+        t0 = time.perf_counter()
+        x = s.ask()
+        dt = time.perf_counter() - t0
+        if k >= warmup:
+            times.append(dt)
+            proposals.append(x)
+            steps.append(s.t)
+    return times, proposals, steps
+
+
+def refactor_append(gp, x, y: float, t: float) -> None:
+    """`ExactGP.append` done the slow way: a full refactorization of all n + 1 points."""
+    import numpy as np
+
+    gp.fit(np.vstack([gp.X_, np.reshape(x, (1, -1))]), np.append(gp.y_, y), np.append(gp.times_, t))
+
+
+def told_copy(base, x, y: float, refactor: bool):
+    """A copy of `base` told `(x, y)`, with the O(n^2) append or a full refactorization."""
+    s = copy.deepcopy(base)
+    if refactor:
+        s.gp.append = functools.partial(refactor_append, s.gp)
+    s.tell(x, y)
+    return s
+
+
+def time_tells(base, calls: int, warmup: int, refactor: bool, seed: int) -> list[float]:
+    """Seconds per `tell()` on fresh copies of `base` (the copies are not timed)."""
+    import numpy as np
+
+    rng = np.random.default_rng([seed, 7])
+    times = []
+    for k in range(warmup + calls):
+        s = copy.deepcopy(base)
+        if refactor:
+            s.gp.append = functools.partial(refactor_append, s.gp)
+        x = rng.random(base.domain.dim)
+        y = float(objective(x[None, :])[0])
+        t0 = time.perf_counter()
+        s.tell(x, y)
+        dt = time.perf_counter() - t0
+        if k >= warmup:
+            times.append(dt)
+    return times
+
+
+def refactor_posterior_gap(base, seed: int = 0, m: int = 256) -> float:
+    """Largest |difference| of posterior mean and variance between append and refactor tells."""
+    import numpy as np
+
+    rng = np.random.default_rng([seed, 8])
+    x = rng.random(base.domain.dim)
+    y = float(objective(x[None, :])[0])
+    a, b = told_copy(base, x, y, False), told_copy(base, x, y, True)
+    Q = rng.random((m, base.domain.dim))
+    (ma, va), (mb, vb) = a.gp.predict(Q, float(a.t)), b.gp.predict(Q, float(b.t))
+    return float(max(np.abs(ma - mb).max(), np.abs(va - vb).max()))
+
+
+def dense_reference(gp, t: int, beta: float, extra, candidates: int, starts: int, seed: int) -> dict:
+    """Dense UCB maximization: `candidates` Sobol points and the data scored in float64, L-BFGS-B
+    (ftol 1e-15, gtol 1e-10) from the best `starts` and from each row of `extra`; the best value."""
+    import numpy as np
+    from scipy.optimize import minimize
+
+    from tvbod.core.acquisition import ucb_grad
+    from tvbod.core.optimize import sobol_unit
+
+    d = gp.X_.shape[1]
+    cands = np.vstack([sobol_unit(d, candidates, seed), gp.X_])
+    chunks = np.array_split(cands, -(-len(cands) // 4096))  # bounded (4096, n) kernel blocks
+    score = np.concatenate([ucb_value(gp, c, t, beta) for c in chunks])
+
+    def neg(z):
+        value, grad = ucb_grad(*gp.predict_with_grad(z[None, :], float(t)), beta)
+        return -float(value[0]), -grad[0]
+
+    def polish(z0) -> float:
+        res = minimize(neg, z0, jac=True, method="L-BFGS-B", bounds=[(0.0, 1.0)] * d,
+                       options={"maxiter": 1000, "ftol": 1e-15, "gtol": 1e-10})
+        return float(ucb_value(gp, np.clip(res.x, 0.0, 1.0)[None, :], t, beta)[0])
+
+    dense = max(float(score.max()), *(polish(z) for z in cands[np.argsort(-score)[:starts]]))
+    extra = np.atleast_2d(np.asarray(extra, dtype=float))
+    best = max(dense, *(polish(z) for z in extra), *ucb_value(gp, extra, t, beta).tolist())
+    return {"reference": best, "dense_only": dense}
+
+
+def _value_ratios(base, steps, proposal_sets, st) -> list[list[float]]:
+    """value/reference of each proposal set at `st['ref_calls']` evenly spaced calls."""
+    import numpy as np
+
+    if st["ref_calls"] == 0:
+        return [[] for _ in proposal_sets]
+    idx = np.unique(np.linspace(0, len(steps) - 1, st["ref_calls"]).round().astype(int))
+    out = [[] for _ in proposal_sets]
+    for i in idx:
+        t, beta = steps[i], _beta(base, steps[i])
+        props = np.array([p[i] for p in proposal_sets], dtype=float)
+        ref = dense_reference(base.gp, t, beta, props, st["ref_candidates"], st["ref_starts"],
+                              seed=st["seed"] + 1000 + int(i))["reference"]
+        for j, v in enumerate(ucb_value(base.gp, props, t, beta)):
+            out[j].append(float(v / ref))
+    return out
+
+
+def _ratio_summary(ratios: list[float]) -> dict:
+    import numpy as np
+
+    if not ratios:
+        return {"median": None, "worst": None, "count": 0}
+    return {"median": float(np.median(ratios)), "worst": float(min(ratios)), "count": len(ratios)}
+
+
+def measure_one(d: int, n: int, st: dict, botorch=None) -> dict:
+    """All measurements for one `(d, n)`: ask, tell, refactor tell, values, and BoTorch's step."""
+    base = build_strategy(d, n, st["seed"])
+    ask_s, proposals, steps = time_asks(base, st["calls"], st["warmup"])
+    sets = [proposals]
+    row = {"d": d, "n": n, "lengthscale": lengthscale(d), "ask_ms": _percentiles(ask_s)}
+    if botorch is not None:
+        bt_s, bt_props = botorch.time_steps(base, steps, st["warmup"])
+        sets.append(bt_props)
+        row["botorch_ms"] = _percentiles(bt_s)
+    ratios = _value_ratios(base, steps, sets, st)
+    row["ask_value_ratio"] = _ratio_summary(ratios[0])
+    if botorch is not None:
+        row["botorch_value_ratio"] = _ratio_summary(ratios[1])
+    for key, refactor in (("tell_ms", False), ("tell_refactor_ms", True)):
+        row[key] = _percentiles(time_tells(base, st["calls"], st["warmup"], refactor, st["seed"]))
+    if botorch is not None:
+        row["botorch_over_ask"] = row["botorch_ms"]["p50"] / row["ask_ms"]["p50"]
+        row["botorch_over_ask_tell"] = row["botorch_ms"]["p50"] / (
+            row["ask_ms"]["p50"] + row["tell_ms"]["p50"])
+    row["refactor_posterior_max_abs_diff"] = refactor_posterior_gap(base, st["seed"])
+    return row
+
+
+def measure(st: dict, log=lambda msg: None) -> dict:
+    """Run every `(d, n)` of the settings; returns plain data (see `format_table`)."""
+    import numpy as np
+    import scipy
+
+    botorch = _BoTorchStep() if st["compare"] == "botorch" else None
+    load_before = os.getloadavg()
+    rows = []
+    for d in st["dims"]:
+        for n in st["sizes"]:
+            t0 = time.perf_counter()
+            rows.append(measure_one(d, n, st, botorch))
+            log(f"d={d} n={n}: {time.perf_counter() - t0:.1f} s")
+    env = {"numpy": np.__version__, "scipy": scipy.__version__, "python": sys.version.split()[0],
+           "cpus": os.cpu_count(), "blas_threads": {v: os.environ.get(v) for v in _THREAD_VARS},
+           "loadavg_1min_before_after": [load_before[0], os.getloadavg()[0]]}
+    if botorch is not None:
+        env.update(botorch.versions)
+    return {"settings": st, "environment": env, "rows": rows}
+
+
+class _BoTorchStep:
+    """BoTorch's GP-UCB step on the same data and hyperparameters (imported only under --compare)."""
+
+    def __init__(self) -> None:
+        import botorch
+        import gpytorch
+        import torch
+
+        torch.set_num_threads(1)
+        self.torch, self.gpytorch = torch, gpytorch
+        self.versions = {"torch": torch.__version__, "botorch": botorch.__version__,
+                         "gpytorch": gpytorch.__version__}
+
+    def step(self, X, y, beta: float, ls: float, seed: int):
+        """Build the model, maximize UCB; the candidate `(d,)` as a numpy array."""
+        import warnings
+
+        from botorch.acquisition import UpperConfidenceBound
+        from botorch.models import SingleTaskGP
+        from botorch.optim import optimize_acqf
+        from gpytorch.kernels import RBFKernel, ScaleKernel
+        from gpytorch.likelihoods import GaussianLikelihood
+        from gpytorch.means import ZeroMean
+
+        torch, f64 = self.torch, self.torch.float64
+        torch.manual_seed(seed)
+        d = X.shape[1]
+        with warnings.catch_warnings(), self.gpytorch.settings.max_cholesky_size(10**6):
+            warnings.simplefilter("ignore")
+            tX = torch.as_tensor(X, dtype=f64)
+            tY = torch.as_tensor(y, dtype=f64).unsqueeze(-1)
+            covar = ScaleKernel(RBFKernel(ard_num_dims=d)).to(f64)
+            covar.base_kernel.lengthscale = torch.full((1, d), ls, dtype=f64)
+            covar.outputscale = torch.tensor(1.0, dtype=f64)
+            lik = GaussianLikelihood().to(f64)
+            lik.noise = torch.tensor(NOISE_VARIANCE, dtype=f64)
+            model = SingleTaskGP(tX, tY, likelihood=lik, covar_module=covar, mean_module=ZeroMean(),
+                                 outcome_transform=None).to(f64).eval()
+            acq = UpperConfidenceBound(model, beta=beta)
+            bounds = torch.stack([torch.zeros(d, dtype=f64), torch.ones(d, dtype=f64)])
+            cand, _ = optimize_acqf(acq, bounds=bounds, q=1, num_restarts=5, raw_samples=1000)
+        return cand.detach().numpy().reshape(-1)
+
+    def time_steps(self, base, steps: list[int], warmup: int) -> tuple[list[float], list]:
+        """Seconds per BoTorch step at each of `steps` (after `warmup` untimed ones), candidates."""
+        X, y, ls = base.gp.X_, base.gp.y_, lengthscale(base.domain.dim)
+        for k in range(warmup):
+            self.step(X, y, _beta(base, steps[0]), ls, seed=10_000 + k)
+        times, cands = [], []
+        for k, t in enumerate(steps):
+            t0 = time.perf_counter()
+            cands.append(self.step(X, y, _beta(base, t), ls, seed=k))
+            times.append(time.perf_counter() - t0)
+        return times, cands
+
+
+# ---------------------------------------------------------------------- output
+def _ratio_text(summary: dict) -> str:
+    def one(r: float) -> str:
+        if r >= 1.0 - 1e-9:  # equal up to round-off
+            return "1"
+        return f"1-{1.0 - r:.0e}" if 1.0 - r < 1e-3 else f"{r:.4f}"
+
+    if not summary["count"]:
+        return "-"
+    return f"{one(summary['median'])} ({one(summary['worst'])})"
+
+
+def format_table(result: dict) -> str:
+    """The markdown table of one run."""
+    botorch = result["settings"]["compare"] == "botorch"
+    head = ["d", "n", "ask p50 ms", "ask p99 ms", "ask value/ref med (worst)", "tell p50 ms",
+            "tell p99 ms", "refactor tell p50 ms", "refactor tell p99 ms", "refactor/append"]
+    if botorch:
+        head += ["botorch p50 ms", "botorch p99 ms", "botorch value/ref med (worst)", "botorch/ask",
+                 "botorch/(ask+tell)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for r in result["rows"]:
+        cells = [str(r["d"]), str(r["n"]), f"{r['ask_ms']['p50']:.2f}", f"{r['ask_ms']['p99']:.2f}",
+                 _ratio_text(r["ask_value_ratio"]), f"{r['tell_ms']['p50']:.3f}",
+                 f"{r['tell_ms']['p99']:.3f}", f"{r['tell_refactor_ms']['p50']:.3f}",
+                 f"{r['tell_refactor_ms']['p99']:.3f}",
+                 f"{r['tell_refactor_ms']['p50'] / r['tell_ms']['p50']:.1f}x"]
+        if botorch:
+            cells += [f"{r['botorch_ms']['p50']:.1f}", f"{r['botorch_ms']['p99']:.1f}",
+                      _ratio_text(r["botorch_value_ratio"]), f"{r['botorch_over_ask']:.1f}x",
+                      f"{r['botorch_over_ask_tell']:.1f}x"]
+        lines.append("| " + " | ".join(cells) + " |")
+    st = result["settings"]
+    load = result["environment"]["loadavg_1min_before_after"]
+    lines.append(
+        f"\nSE lengthscale 0.2 sqrt(d), noise variance 0.02, default budget; {st['calls']} timed "
+        f"calls after {st['warmup']} warm-up per cell (p99 of so few calls ~ the slowest); "
+        f"value/ref over {st['ref_calls']} calls against {st['ref_candidates']} Sobol points + "
+        f"L-BFGS-B from the best {st['ref_starts']}; one BLAS thread; load average "
+        f"{load[0]:.2f} -> {load[1]:.2f} on {result['environment']['cpus']} CPUs.")
+    return "\n".join(lines)
+
+
+def _plot(result: dict, path: Path) -> None:
+    """latency.png: ask, tell and refactor tell p50 against n, one panel per d (needs matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no latency.png: matplotlib is not installed (pip install 'tvbod[plots]')",
+              file=sys.stderr)
+        return
+    dims = sorted({r["d"] for r in result["rows"]})
+    fig, axes = plt.subplots(1, len(dims), figsize=(3.2 * len(dims), 3.2), sharey=True, squeeze=False)
+    series = [("ask_ms", "ask"), ("tell_ms", "tell"), ("tell_refactor_ms", "tell, refactor"),
+              ("botorch_ms", "BoTorch step")]
+    for ax, d in zip(axes[0], dims):
+        rows = [r for r in result["rows"] if r["d"] == d]
+        for key, label in series:
+            if key in rows[0]:
+                ax.plot([r["n"] for r in rows], [r[key]["p50"] for r in rows], "o-", label=label)
+        ax.set(xscale="log", yscale="log", xlabel="n", title=f"d = {d}")
+    axes[0][0].set_ylabel("p50 latency, ms")
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="lower center", ncol=4, fontsize="small")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tvbod bench latency", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
