@@ -22,7 +22,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 demo: $(STAMP)
-	$(PY) -m tvbod bench within-model --runs 4 --horizon 150 --cases main --out runs/demo-within-model
+	$(PY) -m tvbod demo
 
 clean:
 	rm -rf $(VENV) runs bench-out

@@ -19,6 +19,7 @@ COMMANDS = {
     "inspect": ("tvbod.service.inspect_cmd", "summarize a plant's checkpoint and journal offline"),
     "replay": ("tvbod.service.replay", "re-run a plant's optimizer offline from its journal"),
     "keygen": ("tvbod.service.keygen", "create a CURVE key pair"),
+    "demo": ("tvbod.demo", "the daemon with both demo plants, end to end (make demo)"),
 }
 #: bench name -> (module, help)
 BENCHES = {

@@ -7,7 +7,7 @@ import time
 
 import msgpack
 import numpy as np
-from conftest import Daemon, objective
+from daemon_harness import Daemon, objective
 
 from tvbod.service.store import PlantStore
 

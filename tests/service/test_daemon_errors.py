@@ -3,7 +3,7 @@ up, and no plant's state changes."""
 
 import msgpack
 import pytest
-from conftest import Daemon, RawPeer
+from daemon_harness import Daemon, RawPeer
 
 from plant_adapters.client import DaemonError
 

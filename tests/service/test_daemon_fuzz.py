@@ -1,7 +1,7 @@
 """10,000+ random and mutated frames against a running daemon: no crash, no state change."""
 
 import msgpack
-from conftest import RawPeer
+from daemon_harness import RawPeer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

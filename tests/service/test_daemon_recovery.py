@@ -4,7 +4,7 @@
 import subprocess
 import sys
 
-from conftest import Daemon, objective
+from daemon_harness import Daemon, objective
 
 
 def _run_session(d, steps):

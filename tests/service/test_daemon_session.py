@@ -4,7 +4,7 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import Daemon, objective
+from daemon_harness import Daemon, objective
 
 from plant_adapters.client import DaemonError
 

@@ -1,0 +1,48 @@
+"""Shared command-line plumbing for the adapters: a YAML settings file plus overrides."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from plant_adapters.client import DaemonClient
+
+
+def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=description)
+    p.add_argument("--config", type=Path, help="adapter settings (YAML); flags override it")
+    p.add_argument("--endpoint", help="daemon endpoint, e.g. ipc:///run/tvbod/tvbod.sock")
+    p.add_argument("--plant", help="plant name in the daemon")
+    p.add_argument("--steps", type=int, help="run until the plant's step T (horizon)")
+    p.add_argument("--seed", type=int, help="plant seed (noise realisation)")
+    p.add_argument("--out", type=Path, help="append step records (JSON lines) to this file")
+    p.add_argument("--timeout", type=float, default=5.0, help="seconds per request try")
+    p.add_argument("--retries", type=int, default=20, help="Lazy-Pirate retries per request")
+    return p
+
+
+def settings(args: argparse.Namespace, defaults: dict[str, Any]) -> dict[str, Any]:
+    """defaults < YAML file < command-line flags."""
+    merged = dict(defaults)
+    if args.config is not None:
+        loaded = yaml.safe_load(args.config.read_text()) or {}
+        if not isinstance(loaded, dict):
+            raise SystemExit(f"{args.config}: adapter settings must be a mapping")
+        unknown = set(loaded) - set(defaults)
+        if unknown:
+            raise SystemExit(f"{args.config}: unknown keys {sorted(unknown)}; allowed: {sorted(defaults)}")
+        merged.update(loaded)
+    for key in ("endpoint", "plant", "steps", "seed"):
+        if getattr(args, key) is not None:
+            merged[key] = getattr(args, key)
+    if not merged.get("endpoint"):
+        raise SystemExit("no endpoint: give --endpoint or `endpoint:` in --config")
+    return merged
+
+
+def client_for(cfg: dict[str, Any], args: argparse.Namespace, adapter: str) -> DaemonClient:
+    return DaemonClient(cfg["endpoint"], cfg["plant"], timeout_s=args.timeout,
+                        retries=args.retries, adapter=adapter, adapter_version="1")

@@ -1,0 +1,139 @@
+"""The loop every adapter runs: hello -> (ask -> run the plant -> tell)* until step T.
+
+A plant is anything with `run(gains, t) -> Outcome`. The runner prints one progress line per step
+(step, gains, measurement, regret when the plant knows it, a RESET marker), appends every step to
+a JSON-lines record file, resumes a pending proposal after a restart, and stops cleanly on
+SIGINT/SIGTERM: the step in hand is finished and told, then the loop ends.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+from plant_adapters.client import DaemonClient
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One plant run: the measurement (None if `failed`), the exact regret if known, extras."""
+
+    measurement: float | None
+    failed: bool = False
+    regret: float | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class Plant(Protocol):
+    name: str
+
+    def run(self, gains: dict[str, float], t: int) -> Outcome: ...
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    t: int
+    proposal_id: str
+    gains: dict[str, float]
+    measurement: float | None
+    failed: bool
+    regret: float | None
+    reset: bool
+    psi: float
+    threshold: float
+    dataset_size: int
+    duplicate: bool
+    wall_time: float
+    info: dict[str, Any]
+
+
+class Runner:
+    """Drives one plant against the daemon until the daemon's step counter passes `horizon`."""
+
+    def __init__(self, client: DaemonClient, plant: Plant, horizon: int, *,
+                 record_path: Path | None = None, out: TextIO = sys.stdout,
+                 speed_delay_s: float = 0.0) -> None:
+        self.client = client
+        self.plant = plant
+        self.horizon = horizon
+        self.record_path = record_path
+        self.out = out
+        self.delay = speed_delay_s
+        self.stop_requested = False
+        self.records: list[StepRecord] = []
+
+    def install_signal_handlers(self) -> None:
+        def stop(signum, frame):  # noqa: ARG001
+            if self.stop_requested:
+                raise KeyboardInterrupt
+            self.stop_requested = True
+            print(f"[{self.plant.name}] stopping after this step", file=self.out, flush=True)
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+
+    def run(self) -> list[StepRecord]:
+        hello = self.client.hello()
+        print(f"[{self.plant.name}] connected to {self.client.endpoint}: plant {hello['plant']!r}, "
+              f"{len(hello['parameters'])} parameter(s), next step {hello['t']}"
+              + (f", resuming pending proposal {hello['pending']['proposal_id']}"
+                 if hello["pending"] else ""), file=self.out, flush=True)
+        t = hello["t"]
+        while t <= self.horizon and not self.stop_requested:
+            t = self.step() + 1
+        return self.records
+
+    def step(self) -> int:
+        proposal = self.client.ask()
+        t, gains = proposal["t"], proposal["gains"]
+        start = time.time()
+        outcome = self.plant.run(gains, t)
+        metadata = {k: v for k, v in outcome.info.items() if isinstance(v, (int, float, str, bool))}
+        if outcome.regret is not None:
+            metadata["regret"] = outcome.regret
+        reply = self.client.tell(proposal["proposal_id"], outcome.measurement,
+                                 failed=outcome.failed, metadata=metadata or None)
+        record = StepRecord(
+            t=t, proposal_id=proposal["proposal_id"], gains=gains,
+            measurement=reply["measurement"], failed=outcome.failed, regret=outcome.regret,
+            reset=reply["reset"], psi=reply["psi"], threshold=reply["threshold"],
+            dataset_size=reply["dataset_size"], duplicate=reply["duplicate"], wall_time=start,
+            info=outcome.info)
+        self.records.append(record)
+        self._write(record)
+        self._progress(record)
+        if self.delay > 0:
+            time.sleep(self.delay)
+        return t
+
+    def _write(self, record: StepRecord) -> None:
+        if self.record_path is None:
+            return
+        self.record_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.record_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(asdict(record)) + "\n")
+
+    def _progress(self, r: StepRecord) -> None:
+        gains = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                          for k, v in r.gains.items())
+        meas = "FAILED" if r.failed else f"{r.measurement:.5g}"
+        regret = "" if r.regret is None else f"  regret {r.regret:.4g}"
+        reset = f"  RESET (psi {r.psi:.3g} > {r.threshold:.3g})" if r.reset else ""
+        print(f"[{self.plant.name}] t={r.t:<4d} {gains}  -> {meas}{regret}  |D|={r.dataset_size}{reset}",
+              file=self.out, flush=True)
+
+
+def read_records(path: Path) -> list[dict]:
+    """The step records an adapter wrote (a torn last line is skipped)."""
+    out = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out

@@ -1,0 +1,5 @@
+import sys
+
+from plant_adapters.temperature.adapter import main
+
+sys.exit(main())

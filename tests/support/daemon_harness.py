@@ -1,0 +1,139 @@
+"""A real daemon in a subprocess, configured in a temporary directory, for tests of every layer."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import zmq
+
+from plant_adapters.client import DaemonClient, DaemonUnavailable
+from tvbod.protocol import decode_reply, encode
+
+PLANT_BOX = """\
+name: {name}
+parameters:
+  - {{name: kp, lower: 0.0, upper: 2.0, unit: "1"}}
+  - {{name: ki, lower: -1.0, upper: 1.0, unit: "1/s"}}
+sense: {sense}
+proposal_timeout: {timeout}
+failure: {{policy: penalty, value: {penalty}}}
+optimizer:
+  strategy: et-gp-ucb
+  kernel: {{lengthscales: 0.3}}
+  noise_variance: 0.01
+  budget: {{candidates: 256, starts: 2, maxiter: 20}}
+  seed: {seed}
+"""
+
+
+def objective(gains: dict, t: int) -> float:
+    """A deterministic plant response that jumps at t = 15, for session tests."""
+    kp, ki = gains["kp"], gains["ki"]
+    return float((kp - 1.2) ** 2 + 0.5 * (ki - 0.3) ** 2 + (1.5 if t >= 15 else 0.0))
+
+
+class Daemon:
+    """`tvbod run` as a child process on an ipc endpoint in `root`."""
+
+    def __init__(self, root: Path, plants: dict[str, dict] | None = None, checkpoint_every: int = 5,
+                 env: dict | None = None) -> None:
+        self.root = root
+        self.endpoint = f"ipc://{root}/run/tvbod.sock"
+        self.state = root / "state"
+        self.env = {**os.environ, **(env or {})}
+        (root / "plants").mkdir(parents=True, exist_ok=True)
+        (root / "tvbod.yaml").write_text(textwrap.dedent(f"""\
+            endpoints: ["ipc://{{runtime_dir}}/tvbod.sock"]
+            runtime_dir: ./run
+            state_dir: ./state
+            log_format: json
+            plants: "plants/*.yaml"
+            checkpoint_every: {checkpoint_every}
+            """))
+        for name, kw in (plants or {"alpha": {}}).items():
+            values = {"name": name, "sense": "minimize", "timeout": 60, "penalty": 10.0, "seed": 1}
+            values.update(kw)
+            (root / "plants" / f"{name}.yaml").write_text(PLANT_BOX.format(**values))
+        self.proc: subprocess.Popen | None = None
+        self.log = root / "daemon.log"
+
+    def start(self, wait: bool = True) -> Daemon:
+        out = open(self.log, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tvbod", "run", "--config", str(self.root / "tvbod.yaml")],
+            stdout=out, stderr=subprocess.STDOUT, env=self.env, cwd=self.root)
+        out.close()
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"daemon exited with {self.proc.returncode}:\n{self.log.read_text()}")
+            try:
+                self.client("alpha", timeout_s=0.3, retries=0).ping()
+                return
+            except DaemonUnavailable:
+                time.sleep(0.05)
+        raise TimeoutError("daemon did not answer ping")
+
+    def client(self, plant: str = "alpha", **kw) -> DaemonClient:
+        kw.setdefault("timeout_s", 5.0)
+        return DaemonClient(self.endpoint, plant, **kw)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int:
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        code = self.proc.wait(timeout)
+        self.proc = None
+        return code
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+    def events(self, plant: str = "alpha") -> list[dict]:
+        from tvbod.service.events import read_events
+
+        return read_events(self.state / "plants" / plant / "events.jsonl")
+
+    def log_events(self) -> list[dict]:
+        import json
+
+        out = []
+        for line in self.log.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+        return out
+
+
+class RawPeer:
+    """A bare DEALER for sending arbitrary frames (no retries, no validation)."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.sock = zmq.Context.instance().socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.connect(endpoint)
+
+    def send_frames(self, frames: list[bytes], timeout: float = 5.0) -> dict | None:
+        self.sock.send_multipart(frames)
+        if not self.sock.poll(int(timeout * 1000)):
+            return None
+        return decode_reply(self.sock.recv_multipart()[-1])
+
+    def send(self, msg: dict, timeout: float = 5.0) -> dict | None:
+        return self.send_frames([encode(msg)], timeout)
+
+    def close(self) -> None:
+        self.sock.close(linger=0)
