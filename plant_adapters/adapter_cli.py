@@ -8,7 +8,10 @@ from typing import Any
 
 import yaml
 
-from plant_adapters.client import DaemonClient
+import sys
+from collections.abc import Callable
+
+from plant_adapters.client import DaemonClient, DaemonError, DaemonUnavailable
 
 
 def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
@@ -46,3 +49,14 @@ def settings(args: argparse.Namespace, defaults: dict[str, Any]) -> dict[str, An
 def client_for(cfg: dict[str, Any], args: argparse.Namespace, adapter: str) -> DaemonClient:
     return DaemonClient(cfg["endpoint"], cfg["plant"], timeout_s=args.timeout,
                         retries=args.retries, adapter=adapter, adapter_version="1")
+
+
+def guarded(name: str, body: Callable[[], int]) -> int:
+    """Run an adapter's main body; the daemon's refusals and silence end it with one clear line."""
+    try:
+        return body()
+    except DaemonUnavailable as exc:
+        print(f"{name}: the daemon does not answer: {exc}", file=sys.stderr)
+    except DaemonError as exc:
+        print(f"{name}: the daemon refused: {exc}", file=sys.stderr)
+    return 1

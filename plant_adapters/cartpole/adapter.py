@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-from plant_adapters.adapter_cli import base_parser, client_for, settings
+from plant_adapters.adapter_cli import base_parser, client_for, guarded, settings
 from plant_adapters.cartpole.dynamics import CartPoleParams, CartPolePlant, FrictionProfile
 from plant_adapters.runner import Outcome, Runner
 
@@ -53,6 +53,10 @@ class CartPoleAdapterPlant:
 
 
 def main(argv: list[str] | None = None) -> int:
+    return guarded(f"{__package__.split('.')[-1]} adapter", lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     parser = base_parser("python -m plant_adapters.cartpole", __doc__.splitlines()[0])
     parser.add_argument("--jump-at", type=int, help="step of the friction jump (overrides friction.t0)")
     args = parser.parse_args(argv)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from plant_adapters.adapter_cli import base_parser, client_for, settings
+from plant_adapters.adapter_cli import base_parser, client_for, guarded, settings
 from plant_adapters.runner import Outcome, Runner
 from plant_adapters.temperature.source import (
     DATA_DIR, TemperatureStream, load_split, read_raw, resample, split_days, standardize,
@@ -54,6 +54,10 @@ def load_stream(cfg: dict, raw: Path | None) -> TemperatureStream:
 
 
 def main(argv: list[str] | None = None) -> int:
+    return guarded(f"{__package__.split('.')[-1]} adapter", lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     parser = base_parser("python -m plant_adapters.temperature", __doc__.splitlines()[0])
     parser.add_argument("--speed", type=float, help="1 = real time, 0 = as fast as possible")
     parser.add_argument("--raw", type=Path, help="original Intel Lab data.txt to resample")
