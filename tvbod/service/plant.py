@@ -111,6 +111,16 @@ class PlantRuntime:
         if state is not None:
             config_changed = state.get("fingerprint") != self.config.fingerprint
             self._load_state(state)
+            if config_changed:
+                from tvbod.service.reload import changed_keys
+
+                # Replay reads this to switch configuration at the right step.
+                self.events.emit("config_reloaded", t=self.strategy.t, at="start",
+                                 changed=changed_keys(state.get("optimizer", {}),
+                                                      self.config.optimizer_mapping),
+                                 optimizer=self.config.optimizer_mapping,
+                                 fingerprint=self.config.fingerprint,
+                                 pending=(self.proposal or {}).get("id"))
         replayed, divergences = 0, []
         for record in rec.records_after_checkpoint:
             problem = self._apply(record)
@@ -128,14 +138,29 @@ class PlantRuntime:
             "pending": None if self.proposal is None else self.proposal["id"],
         }
         level = "warning" if info["problems"] else "info"
+        info["optimizer"] = self.config.optimizer_mapping  # replay reads the configuration here
         self.events.emit("plant_restored", level=level, **info)
         return info
 
     def _load_state(self, state: dict) -> None:
+        from tvbod.service.reload import frozen_changes
+
         try:
             if state.get("schema") != _STATE_SCHEMA:
                 raise RestoreError(f"checkpoint schema {state.get('schema')!r}, expected {_STATE_SCHEMA}")
-            self.strategy.load_state_dict(state["strategy"])
+            frozen = frozen_changes(state.get("optimizer", {}), self.config.optimizer_mapping)
+            if frozen:
+                raise RestoreError(
+                    f"plant {self.name!r}: the configuration changed "
+                    f"{', '.join('optimizer.' + k for k in frozen)} since the state in "
+                    f"{self.store.directory} was written; the stored data cannot be reinterpreted. "
+                    "Restore the old configuration, or move the directory aside to start afresh")
+            strategy_state = dict(state["strategy"])
+            if state["proposal"] is None and state.get("fingerprint") != self.config.fingerprint:
+                # A point prepared (never issued) under the old settings: recompute it under
+                # the new ones, exactly as replay does.
+                strategy_state["pending"] = None
+            self.strategy.load_state_dict(strategy_state)
             self.proposal = state["proposal"]
             self.issued_at_t = int(state["issued_at_t"])
             self.told = OrderedDict((k, int(v)) for k, v in state["told"])
@@ -214,6 +239,25 @@ class PlantRuntime:
         problem = self._apply(record)
         self.records_since_checkpoint += 1
         return problem
+
+    def prepare_reconfigure(self, config: PlantConfig) -> Strategy:
+        """A strategy for the new configuration holding this plant's exact state (may raise)."""
+        state = self.strategy.state_dict()
+        if self.proposal is None:
+            state["pending"] = None  # a prepared, unissued point is recomputed under the new settings
+        strategy = make_strategy(config.optimizer)
+        strategy.load_state_dict(state)
+        return strategy
+
+    def reconfigure(self, config: PlantConfig, strategy: Strategy, changed: list[str]) -> None:
+        """Switch to a new configuration (from `prepare_reconfigure`) and checkpoint at once, so
+        the checkpoint, the journal after it and the event history agree on the configuration."""
+        old = self.config.fingerprint
+        self.config, self.strategy = config, strategy
+        self.events.emit("config_reloaded", t=strategy.t, at="reload", changed=changed,
+                         optimizer=config.optimizer_mapping, fingerprint=config.fingerprint,
+                         previous_fingerprint=old, pending=(self.proposal or {}).get("id"))
+        self.checkpoint("reload")
 
     # ------------------------------------------------------------------ the one state transition
     def _apply(self, record: dict[str, Any]) -> str | None:

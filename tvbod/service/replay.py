@@ -42,6 +42,17 @@ def load_history(plant_dir: Path) -> list[dict[str, Any]]:
     return sorted(seen.values(), key=lambda e: e["t"])
 
 
+def load_epochs(plant_dir: Path) -> list[tuple[int, dict, bool]]:
+    """`(t, optimizer mapping, issued)` in force from step t on, in the order the daemon recorded
+    them (every start's `plant_restored` and every `config_reloaded`); `issued` says whether
+    step t's proposal had been issued under the previous settings."""
+    from tvbod.service.events import read_events
+
+    return [(e["t"], e["optimizer"], bool(e.get("pending")))
+            for e in read_events(plant_dir / "events.jsonl")
+            if e.get("event") in ("plant_restored", "config_reloaded") and "optimizer" in e]
+
+
 def recorded_optimizer(plant_dir: Path, config: Path | None) -> dict:
     """The optimizer mapping to replay with."""
     if config is not None:
@@ -86,15 +97,35 @@ def apply_overrides(mapping: dict, sets: list[str], unsets: list[str]) -> dict:
     return out
 
 
-def verify(mapping: dict, history: list[dict]) -> tuple[int, str | None, list[int]]:
-    """Replay `history`; returns (steps reproduced, first divergence or None, reset steps)."""
+def verify(mapping: dict, history: list[dict], epochs: list[tuple[int, dict, bool]] | None = None,
+           ) -> tuple[int, str | None, list[int]]:
+    """Replay `history`; returns (steps reproduced, first divergence or None, reset steps).
+
+    With `epochs`, the configuration switches as the daemon's did (a live reload or a restart
+    with a changed file): the strategy is rebuilt from its `state_dict` under the new mapping.
+    """
     import numpy as np
 
     from tvbod.core import make_strategy
 
+    epochs = list(epochs or [])
+    if epochs:
+        mapping = epochs[0][1]
     s = make_strategy(mapping)
+    current = mapping
     resets = []
     for i, e in enumerate(history):
+        latest = [(m, issued) for t_from, m, issued in epochs if t_from <= e["t"]]
+        if latest and latest[-1][0] != current:
+            new, issued = latest[-1]
+            if issued:
+                s.ask()  # the daemon had issued step t's proposal under the old settings
+            state = s.state_dict()
+            if not issued:
+                state["pending"] = None
+            s = make_strategy(new)
+            s.load_state_dict(state)
+            current = new
         if e["t"] != s.t:
             return i, f"history jumps from step {s.t - 1} to {e['t']} (missing records)", resets
         x = np.asarray(e["x"])
@@ -166,7 +197,8 @@ def run(args: argparse.Namespace) -> int:
     from tvbod.core import SpecError
 
     if not args.set and not args.unset:
-        n, divergence, resets = verify(mapping, history)
+        epochs = [] if args.config is not None else load_epochs(plant_dir)
+        n, divergence, resets = verify(mapping, history, epochs)
         if divergence:
             print(f"DIVERGED after {n} of {len(history)} steps: {divergence}")
             return 1

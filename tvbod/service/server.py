@@ -7,6 +7,7 @@ handlers only set a flag and write to a wake-up socket that the poller watches.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import fcntl
 import os
@@ -25,10 +26,11 @@ from tvbod.protocol import (
     ErrorCode, Hello, Ping, ProtocolError, Status, decode_request, encode, error_reply,
     ok_reply, split_envelope,
 )
-from tvbod.service.config import DaemonConfig
+from tvbod.service.config import ConfigError, DaemonConfig, load_daemon_config
 from tvbod.service.events import EventSink
 from tvbod.service.faults import from_environment
-from tvbod.service.plant import PlantRuntime
+from tvbod.service.plant import PlantRuntime, RestoreError
+from tvbod.service.reload import ReloadRefused, plan_reload
 from tvbod.service.store import PlantStore, StorageError
 
 #: Messages handled per poll wake-up before housekeeping gets a turn.
@@ -86,6 +88,7 @@ class Server:
         self.sock: zmq.Socket | None = None
         self.started = time.time()
         self.stop_requested = False
+        self.reload_requested = False
         self.exit_code = 0
         self.messages = 0
         self._sync_pool: ThreadPoolExecutor | None = None
@@ -111,16 +114,23 @@ class Server:
         except BlockingIOError:
             raise DaemonLockedError(f"another tvbod daemon is using the state directory {state_dir}")
         for pc in self.config.plants:
-            store = PlantStore(state_dir, pc.name, writer=self._writer)
-            store.directory.mkdir(parents=True, exist_ok=True)
-            runtime = PlantRuntime(
-                pc, store, self.sink.plant(pc.name, store.events_path),
-                request_cache=self.config.request_cache,
-                checkpoint_every=self.config.checkpoint_every,
-                ask_time_budget_ms=self.config.ask_time_budget_ms,
-            )
+            self.plants[pc.name] = self._open_plant(pc)
+
+    def _open_plant(self, pc) -> PlantRuntime:
+        store = PlantStore(Path(self.config.state_dir), pc.name, writer=self._writer)
+        store.directory.mkdir(parents=True, exist_ok=True)
+        runtime = PlantRuntime(
+            pc, store, self.sink.plant(pc.name, store.events_path),
+            request_cache=self.config.request_cache,
+            checkpoint_every=self.config.checkpoint_every,
+            ask_time_budget_ms=self.config.ask_time_budget_ms,
+        )
+        try:
             runtime.restore()
-            self.plants[pc.name] = runtime
+        except Exception:
+            runtime.close()
+            raise
+        return runtime
 
     def bind(self) -> list[str]:
         """Bind the ROUTER on every configured endpoint (ipc sockets are owner-only)."""
@@ -151,13 +161,17 @@ class Server:
         return bound
 
     def install_signal_handlers(self) -> None:
-        """SIGTERM/SIGINT only set a flag; the wake-up fd makes the poller return at once."""
+        """SIGTERM/SIGINT/SIGHUP only set a flag; the wake-up fd makes the poller return at once."""
         signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_stop_signal)
+        signal.signal(signal.SIGHUP, self._on_reload_signal)
 
     def _on_stop_signal(self, signum, frame) -> None:  # noqa: ARG002
         self.stop_requested = True
+
+    def _on_reload_signal(self, signum, frame) -> None:  # noqa: ARG002
+        self.reload_requested = True
 
     def request_stop(self) -> None:
         self.stop_requested = True
@@ -177,6 +191,9 @@ class Server:
             ready = dict(poller.poll(0 if needs_prep else _IDLE_POLL_MS))
             if self._wake_r.fileno() in ready:
                 self._drain_wakeups()
+            if self.reload_requested:
+                self.reload_requested = False
+                self.reload()
             replies: list[list[bytes]] = []
             if self.sock in ready:
                 replies = self._drain_socket()
@@ -232,6 +249,58 @@ class Server:
             self.exit_code = 1
             self.stop_requested = True
             return False
+        return True
+
+    def reload(self) -> bool:
+        """Apply the daemon and plant files anew (SIGHUP), all or nothing.
+
+        New plants are restored and served, removed plants are checkpointed and closed, changed
+        plants keep their data under the new optimizer settings (tvbod/service/reload.py says
+        which changes are allowed). An invalid or refused configuration changes nothing.
+        """
+        try:
+            new = load_daemon_config(self.config.path)
+            plan = plan_reload(self.config, new)
+            prepared = [(pc, self.plants[pc.name].prepare_reconfigure(pc), keys)
+                        for pc, keys in plan.changed]
+        except (ConfigError, ReloadRefused) as exc:
+            self.sink.emit("config_reload_failed", level="error", error=str(exc),
+                           action="the running configuration is kept")
+            return False
+        except Exception as exc:  # noqa: BLE001 - e.g. a state that does not fit the new spec
+            self.sink.emit("config_reload_failed", level="error", error=repr(exc),
+                           action="the running configuration is kept")
+            return False
+        opened: dict[str, PlantRuntime] = {}
+        try:
+            for pc in plan.added:
+                opened[pc.name] = self._open_plant(pc)
+        except (RestoreError, Exception) as exc:  # noqa: BLE001
+            for runtime in opened.values():
+                runtime.close()
+            self.sink.emit("config_reload_failed", level="error", error=str(exc),
+                           action="the running configuration is kept")
+            return False
+        for name in plan.removed:
+            runtime = self.plants.pop(name)
+            try:
+                runtime.checkpoint("removed")
+            except StorageError as exc:
+                runtime.events.emit("storage_error", level="error", what="checkpoint", error=str(exc))
+            runtime.events.emit("plant_removed", t=runtime.strategy.t)
+            runtime.close()
+        for pc, strategy, keys in prepared:
+            self.plants[pc.name].reconfigure(pc, strategy, keys)
+        self.plants.update(opened)
+        for runtime in self.plants.values():
+            runtime.request_cache = new.request_cache
+            runtime.checkpoint_every = new.checkpoint_every
+            runtime.ask_time_budget_ms = new.ask_time_budget_ms
+        self.config = dataclasses.replace(
+            new, **{k: getattr(self.config, k) for k in plan.restart_only})
+        self.sink.emit("config_reloaded", added=[p.name for p in plan.added], removed=plan.removed,
+                       changed={pc.name: keys for pc, keys in plan.changed},
+                       restart_required_for=plan.restart_only)
         return True
 
     def _drain_wakeups(self) -> None:
