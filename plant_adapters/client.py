@@ -132,12 +132,13 @@ class DaemonClient:
 
     def ask(self, request_id: str | None = None) -> dict:
         self._heartbeat_if_idle()
-        return self.request("ask", request_id, plant=self.plant)
+        return self.request("ask", request_id, plant=self.plant, adapter=self.adapter)
 
     def tell(self, proposal_id: str, measurement: float | None, *, failed: bool = False,
              metadata: dict | None = None, request_id: str | None = None) -> dict:
         return self.request("tell", request_id, plant=self.plant, proposal_id=proposal_id,
-                            measurement=measurement, failed=failed or None, metadata=metadata)
+                            measurement=measurement, failed=failed or None, metadata=metadata,
+                            adapter=self.adapter)
 
     def status(self, plant: str | None = None) -> dict:
         return self.request("status", plant=plant)

@@ -265,14 +265,19 @@ class Hello(_Request):
 
 @dataclass(frozen=True)
 class Ask(_Request):
-    """`ask`: request the next gains to try on `plant` (the pending proposal if there is one)."""
+    """`ask`: request the next gains to try on `plant` (the pending proposal if there is one).
+
+    `adapter` (optional) names the sender, as in `hello`: the daemon lets one adapter drive a
+    plant at a time (`plant_claimed`)."""
 
     type: ClassVar[str] = "ask"
     plant: str
+    adapter: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_plant(self.request_id, self.plant)
+        _check_text(self.request_id, "adapter", self.adapter, optional=True)
 
 
 @dataclass(frozen=True)
@@ -289,11 +294,13 @@ class Tell(_Request):
     measurement: float | None = None
     failed: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
+    adapter: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         rid = self.request_id
         _check_plant(rid, self.plant)
+        _check_text(rid, "adapter", self.adapter, optional=True)
         _check_text(rid, "proposal_id", self.proposal_id, optional=False)
         failed = False if self.failed is None else self.failed
         if not isinstance(failed, bool):

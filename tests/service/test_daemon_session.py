@@ -198,3 +198,36 @@ def test_broken_config_stops_the_start_with_one_clear_message(tmp_path):
     assert out.returncode == 2
     assert "alpha.yaml" in out.stderr and "optimizer.kernel.lengthscales" in out.stderr
     assert np.sum([l.startswith("tvbod:") for l in out.stderr.splitlines()]) == 1
+
+
+def test_a_second_adapter_on_a_claimed_plant_gets_plant_claimed(tmp_path):
+    d = Daemon(tmp_path, {"alpha": {"timeout": 1.0}}).start()
+    with d.client(adapter="adapter-one") as one, d.client(adapter="adapter-two") as two:
+        p = one.ask()
+        with pytest.raises(DaemonError) as err:
+            two.hello()
+        assert err.value.code == "plant_claimed" and "adapter-one" in err.value.message
+        with pytest.raises(DaemonError):
+            two.tell(p["proposal_id"], 1.0)
+        assert one.tell(p["proposal_id"], 1.0)["t"] == 1  # the owner is unaffected
+        import time
+
+        time.sleep(1.3)  # the owner falls silent: its claim lapses after proposal_timeout
+        assert two.hello()["t"] == 2
+        with pytest.raises(DaemonError):
+            one.ask()
+    assert d.stop() == 0
+    claims = [e for e in d.events() if e["event"] == "adapter_claimed"]
+    assert [(e["adapter"], e["previous"]) for e in claims] == [("adapter-one", None),
+                                                                ("adapter-two", "adapter-one")]
+
+
+def test_a_restarted_adapter_with_the_same_name_resumes_its_pending_proposal(tmp_path):
+    d = Daemon(tmp_path).start()
+    with d.client(adapter="cart") as first:
+        p = first.ask()
+    with d.client(adapter="cart") as second:  # a new process: new socket, same name
+        hello = second.hello()
+        assert hello["pending"]["proposal_id"] == p["proposal_id"]
+        assert second.tell(p["proposal_id"], 1.0)["t"] == 1
+    assert d.stop() == 0

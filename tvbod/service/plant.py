@@ -90,7 +90,8 @@ class PlantRuntime:
         self.tells = 0
         self.failed_tells = 0
         self.records_since_checkpoint = 0
-        self.adapter: str | None = None
+        self.adapter: str | None = None  # the adapter driving this plant (see `claim`)
+        self.adapter_seen = 0.0  # monotonic time of its last request
         self.latency = {"ask": LatencyWindow(), "tell": LatencyWindow()}
 
     # ------------------------------------------------------------------ persistence
@@ -311,8 +312,26 @@ class PlantRuntime:
         return {"proposal_id": self.proposal["id"], "gains": self.proposal["gains"],
                 "t": self.proposal["t"]}
 
+    def claim(self, adapter: str | None, request_id) -> None:
+        """One adapter drives a plant at a time. Its claim lasts `proposal_timeout` seconds
+        after its last request; a restarted adapter with the same name takes over at once.
+        A request without an adapter name is served only while no claim is live."""
+        now = time.monotonic()
+        live = self.adapter is not None and now - self.adapter_seen < self.config.proposal_timeout
+        if live and adapter != self.adapter:
+            raise ProtocolError(
+                ErrorCode.PLANT_CLAIMED,
+                f"plant {self.name!r} is driven by adapter {self.adapter!r} (last request "
+                f"{now - self.adapter_seen:.1f} s ago; its claim lapses after "
+                f"{self.config.proposal_timeout:g} s of silence)", request_id)
+        if adapter is None:
+            return
+        if adapter != self.adapter:
+            self.events.emit("adapter_claimed", adapter=adapter, previous=self.adapter)
+        self.adapter, self.adapter_seen = adapter, now
+
     def hello(self, req: Hello) -> dict[str, Any]:
-        self.adapter = req.adapter
+        self.claim(req.adapter, req.request_id)
         return self.describe()
 
     def _cached(self, req: Ask | Tell) -> dict[str, Any] | None:
@@ -331,6 +350,7 @@ class PlantRuntime:
         cached = self._cached(req)
         if cached is not None:
             return dict(cached)
+        self.claim(req.adapter, req.request_id)
         if self.proposal is None:
             x = self.strategy.ask()
             t = self.strategy.t
@@ -354,6 +374,7 @@ class PlantRuntime:
         cached = self._cached(req)
         if cached is not None:
             return {**cached, "duplicate": True}
+        self.claim(req.adapter, req.request_id)
         pid = req.proposal_id
         if self.proposal is None or pid != self.proposal["id"]:
             if pid in self.told:
