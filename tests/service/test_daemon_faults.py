@@ -1,0 +1,174 @@
+"""Fault and load behaviour over real processes. Long loops run with TVBOD_LONG_TESTS=1
+(100 SIGKILLs, 100,000 fuzzed frames); the default keeps CI short and still proves each property."""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import msgpack
+from daemon_harness import Daemon, RawPeer
+
+from plant_adapters.client import DaemonClient
+
+LONG = os.environ.get("TVBOD_LONG_TESTS") == "1"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _shipped_cartpole_daemon(root: Path) -> Daemon:
+    d = Daemon(root)
+    (root / "plants" / "alpha.yaml").unlink()
+    (root / "plants" / "cartpole.yaml").write_text((REPO / "configs/plants/cartpole.yaml").read_text())
+    return d
+
+
+def _rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def _cartpole_session(d, steps, progress=None):
+    from plant_adapters.cartpole.dynamics import CartPoleParams, CartPolePlant, FrictionProfile
+
+    plant = CartPolePlant(CartPoleParams(), FrictionProfile.jump(2.2e-3, 2.5, steps // 2), seed=3)
+    names = ("k_x", "k_xd", "k_phi", "k_phid")
+    with DaemonClient(d.endpoint, "cartpole", timeout_s=0.5, retries=1000, adapter="cart") as c:
+        while True:
+            p = c.ask()
+            if p["t"] > steps:
+                return
+            ev = plant.evaluate([p["gains"][k] for k in names], p["t"])
+            c.tell(p["proposal_id"], ev.cost)
+            if progress is not None:
+                progress[0] = p["t"]
+
+
+def _history(d):
+    seen = {}
+    for e in d.events("cartpole"):
+        if e["event"] == "measurement":
+            seen.setdefault(e["proposal_id"], e)
+    return [(e["t"], tuple(e["x"]), e["measurement"], e["reset"]) for e in
+            sorted(seen.values(), key=lambda e: e["t"])]
+
+
+def test_kill_loop_on_a_cartpole_session_loses_and_duplicates_nothing(tmp_path):
+    steps, kills_wanted = (300, 100) if LONG else (80, 12)
+    ref = _shipped_cartpole_daemon(tmp_path / "ref").start()
+    _cartpole_session(ref, steps)
+    assert ref.stop() == 0
+
+    d = _shipped_cartpole_daemon(tmp_path / "kill").start()
+    rng = random.Random(5)
+    targets = sorted(rng.sample(range(2, steps - 1), kills_wanted)) if kills_wanted < steps - 3 else None
+    progress, kills, done = [0], [0], threading.Event()
+
+    def killer():
+        for target in targets:
+            while progress[0] < target and not done.is_set():
+                time.sleep(0.001)
+            if done.is_set():
+                return
+            time.sleep(rng.uniform(0.0, 0.02))
+            d.proc.kill()
+            d.proc.wait()
+            kills[0] += 1
+            d.start()
+
+    th = threading.Thread(target=killer)
+    th.start()
+    try:
+        _cartpole_session(d, steps, progress)
+    finally:
+        done.set()
+        th.join(600)
+    d.wait_ready()
+    assert d.stop() == 0
+    assert kills[0] == kills_wanted
+    got, want = _history(d), _history(ref)
+    assert [h[0] for h in got] == list(range(1, steps + 1))
+    assert got == want
+
+
+def test_adapter_killed_mid_proposal_resumes_the_pending_proposal(tmp_path):
+    d = _shipped_cartpole_daemon(tmp_path).start()
+    records = tmp_path / "cart.jsonl"
+    cmd = [sys.executable, "-m", "plant_adapters.cartpole", "--endpoint", d.endpoint,
+           "--steps", "12", "--out", str(records)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for line in proc.stdout:
+        if line.startswith("[cartpole] t=5 "):
+            break
+    proc.send_signal(signal.SIGSTOP)  # freeze it; it may or may not have asked for t = 6 yet
+    with DaemonClient(d.endpoint, "cartpole", adapter="cartpole-adapter") as c:
+        pending_before = c.status("cartpole")["plants"][0]["pending"] or c.ask()
+    proc.kill()  # dies holding the proposal
+    proc.wait()
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"resuming pending proposal {pending_before['proposal_id']}" in again.stdout
+    with DaemonClient(d.endpoint, "cartpole") as c:
+        status = c.status("cartpole")["plants"][0]
+    assert status["t"] == 13 and status["tells"] == 12
+    assert d.stop() == 0
+
+
+def _mutations(rng: random.Random, n: int):
+    valid = [
+        {"v": 1, "id": "f", "type": "ping"},
+        {"v": 1, "id": "f", "type": "status", "plant": "alpha"},
+        {"v": 1, "id": "f", "type": "hello", "plant": "alpha", "adapter": "fuzz"},
+        {"v": 1, "id": "f", "type": "tell", "plant": "alpha", "proposal_id": "never", "measurement": 1.0},
+        {"v": 1, "id": "f", "type": "ask", "plant": "beta", "adapter": "fuzz"},
+    ]
+    junk = [None, True, -1, 2**63, 1e308, float("nan"), "x" * 300, b"\x00\xff", [1, [2, [3]]],
+            {"a": {"b": {"c": 1}}}, "alpha", "", {}, []]
+    keys = ["v", "id", "type", "plant", "proposal_id", "measurement", "failed", "metadata", "adapter"]
+    for i in range(n):
+        kind = i % 4
+        if kind == 0:
+            yield [rng.randbytes(rng.randint(1, 300))]
+        elif kind == 1:
+            msg = dict(rng.choice(valid))
+            for _ in range(rng.randint(1, 3)):
+                msg[rng.choice(keys)] = rng.choice(junk)
+            yield [msgpack.packb(msg, use_bin_type=True)]
+        elif kind == 2:
+            blob = bytearray(msgpack.packb(rng.choice(valid)))
+            for _ in range(rng.randint(1, 6)):
+                blob[rng.randrange(len(blob))] = rng.randrange(256)
+            yield [bytes(blob)]
+        else:
+            yield [rng.randbytes(rng.randint(0, 20)) for _ in range(rng.randint(2, 4))]
+
+
+def test_fuzzed_frames_from_another_process_keep_memory_bounded(daemon):
+    n = 100_000 if LONG else 20_000
+    with daemon.client("alpha", adapter="owner") as a, daemon.client("beta", adapter="owner") as c:
+        a.ask()  # both plants claimed: a fuzzed ask or tell from anyone else must be refused
+        p = c.ask()
+        before = c.status()["plants"]
+    rss_before = _rss_kb(daemon.proc.pid)
+    peer = RawPeer(daemon.endpoint)
+    answered = 0
+    for frames in _mutations(random.Random(11), n):
+        reply = peer.send_frames(frames, timeout=5.0)
+        assert reply is not None
+        answered += 1
+        assert reply["ok"] is False or reply["type"] in ("ping", "status", "hello")
+    peer.close()
+    rss_after = _rss_kb(daemon.proc.pid)
+    print(f"fuzz: {n} frames, daemon RSS {rss_before / 1024:.1f} MB -> {rss_after / 1024:.1f} MB")
+    assert answered == n
+    assert rss_after - rss_before < 30 * 1024, (rss_before, rss_after)
+    with daemon.client("beta", adapter="owner") as c:
+        after = c.status()["plants"]
+        assert c.ask()["proposal_id"] == p["proposal_id"]
+    keys = ("plant", "t", "dataset_size", "resets", "tells", "pending")
+    assert [{k: q[k] for k in keys} for q in after] == [{k: q[k] for k in keys} for q in before]
