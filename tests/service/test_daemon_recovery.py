@@ -99,3 +99,19 @@ def test_both_checkpoints_corrupt_refuses_to_start_with_a_partial_history(tmp_pa
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 1
     assert "alpha" in out.stderr and "missing" in out.stderr and "inspect" in out.stderr
+
+
+def test_state_written_by_another_schema_is_refused_not_treated_as_corrupt(tmp_path):
+    from tvbod.service.store import _CK_HEADER
+
+    d = _crashed_session(tmp_path)
+    ck = _plant_dir(d) / "checkpoint"
+    data = bytearray(ck.read_bytes())
+    magic, _, length, digest = _CK_HEADER.unpack_from(data)
+    _CK_HEADER.pack_into(data, 0, magic, 2, length, digest)
+    ck.write_bytes(bytes(data))
+    out = subprocess.run([sys.executable, "-m", "tvbod", "run", "--config", str(d.root / "tvbod.yaml")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert "file schema 2" in out.stderr and "another tvbod version" in out.stderr
+    assert ck.exists() and not list(_plant_dir(d).glob("checkpoint.corrupt-*"))  # nothing moved

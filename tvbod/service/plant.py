@@ -9,6 +9,8 @@ retries it) or replays an acknowledged one exactly (same seeds, same order, same
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import time
 from collections import OrderedDict, deque
 from pathlib import Path
@@ -20,7 +22,7 @@ from tvbod.core import Strategy, make_strategy
 from tvbod.protocol import Ask, ErrorCode, Hello, ProtocolError, Tell
 from tvbod.service.config import PlantConfig
 from tvbod.service.events import PlantEventLog
-from tvbod.service.store import PlantStore, StorageError
+from tvbod.service.store import PlantStore, StorageError, UnsupportedSchema
 
 #: Proposal ids remembered as told / abandoned, to answer `duplicate_tell` / `stale_proposal`.
 _RECENT_IDS = 256
@@ -97,7 +99,13 @@ class PlantRuntime:
     # ------------------------------------------------------------------ persistence
     def restore(self) -> dict[str, Any]:
         """Load the checkpoint, replay the journal after it, and report what was done."""
-        rec = self.store.recover()
+        try:
+            rec = self.store.recover()
+        except UnsupportedSchema as exc:
+            raise RestoreError(
+                f"plant {self.name!r}: {exc}. The state in {self.store.directory} was written by "
+                "another tvbod version; run that version, or migrate (docs/deployment.md, "
+                "Upgrades)") from exc
         expected = rec.journal_seq + 1
         for record in rec.records_after_checkpoint:
             if record["seq"] != expected:
@@ -119,8 +127,7 @@ class PlantRuntime:
                 self.events.emit("config_reloaded", t=self.strategy.t, at="start",
                                  changed=changed_keys(state.get("optimizer", {}),
                                                       self.config.optimizer_mapping),
-                                 optimizer=self.config.optimizer_mapping,
-                                 fingerprint=self.config.fingerprint,
+                                 fingerprint=self.record_optimizer(),
                                  pending=(self.proposal or {}).get("id"))
         replayed, divergences = 0, []
         for record in rec.records_after_checkpoint:
@@ -139,7 +146,7 @@ class PlantRuntime:
             "pending": None if self.proposal is None else self.proposal["id"],
         }
         level = "warning" if info["problems"] else "info"
-        info["optimizer"] = self.config.optimizer_mapping  # replay reads the configuration here
+        info["fingerprint"] = self.record_optimizer()  # replay reads the configuration by it
         self.events.emit("plant_restored", level=level, **info)
         return info
 
@@ -176,6 +183,21 @@ class PlantRuntime:
                 f"plant's configuration ({exc}); restore the old configuration or move the "
                 f"directory aside to start this plant afresh"
             ) from exc
+
+    def record_optimizer(self) -> str:
+        """Keep the optimizer mapping as `optimizers/<fingerprint>.json` in the plant's directory
+        (events name it by fingerprint: a 50x50 kernel matrix does not belong in a log line)."""
+        fp = self.config.fingerprint
+        path = self.store.directory / "optimizers" / f"{fp}.json"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(self.config.optimizer_mapping, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        return fp
 
     def state(self) -> dict[str, Any]:
         """Everything needed to continue exactly: strategy state plus the protocol bookkeeping."""
@@ -256,8 +278,8 @@ class PlantRuntime:
         old = self.config.fingerprint
         self.config, self.strategy = config, strategy
         self.events.emit("config_reloaded", t=strategy.t, at="reload", changed=changed,
-                         optimizer=config.optimizer_mapping, fingerprint=config.fingerprint,
-                         previous_fingerprint=old, pending=(self.proposal or {}).get("id"))
+                         fingerprint=self.record_optimizer(), previous_fingerprint=old,
+                         pending=(self.proposal or {}).get("id"))
         self.checkpoint("reload")
 
     # ------------------------------------------------------------------ the one state transition

@@ -46,11 +46,17 @@ def load_epochs(plant_dir: Path) -> list[tuple[int, dict, bool]]:
     """`(t, optimizer mapping, issued)` in force from step t on, in the order the daemon recorded
     them (every start's `plant_restored` and every `config_reloaded`); `issued` says whether
     step t's proposal had been issued under the previous settings."""
+    import json
+
     from tvbod.service.events import read_events
 
-    return [(e["t"], e["optimizer"], bool(e.get("pending")))
-            for e in read_events(plant_dir / "events.jsonl")
-            if e.get("event") in ("plant_restored", "config_reloaded") and "optimizer" in e]
+    epochs = []
+    for e in read_events(plant_dir / "events.jsonl"):
+        if e.get("event") in ("plant_restored", "config_reloaded") and "fingerprint" in e:
+            path = plant_dir / "optimizers" / f"{e['fingerprint']}.json"
+            if path.exists():
+                epochs.append((e["t"], json.loads(path.read_text()), bool(e.get("pending"))))
+    return epochs
 
 
 def recorded_optimizer(plant_dir: Path, config: Path | None) -> dict:

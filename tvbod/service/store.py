@@ -114,6 +114,14 @@ def _write_durable(path: Path, blob: bytes, writer: Writer) -> None:
         raise StorageError("writing", path, exc) from exc
 
 
+class UnsupportedSchema(Exception):
+    """A well-formed file written by another version of tvbod (schema != SCHEMA_VERSION).
+
+    Never treated as corruption: nothing is moved aside, and the caller refuses to start the plant
+    rather than silently starting it afresh.
+    """
+
+
 class _Unusable(Exception):
     """A checkpoint or journal header failed its checks; the message says which."""
 
@@ -192,7 +200,8 @@ class CheckpointStore:
         if magic != _CK_MAGIC:
             raise _Unusable("bad magic bytes")
         if schema != SCHEMA_VERSION:
-            raise _Unusable(f"schema {schema} is not {SCHEMA_VERSION}")
+            raise UnsupportedSchema(f"{path} has file schema {schema}; this tvbod reads schema "
+                                    f"{SCHEMA_VERSION}")
         if len(payload) != length:
             raise _Unusable(f"truncated: payload is {len(payload)} bytes, header says {length}")
         if hashlib.sha256(payload).digest() != digest:
@@ -236,8 +245,11 @@ def _scan(data: bytes) -> _Scan:
     if len(data) < _JN_HEADER.size:
         raise _Unusable(f"header truncated ({len(data)} bytes)")
     magic, schema, base = _JN_HEADER.unpack_from(data)
-    if magic != _JN_MAGIC or schema != SCHEMA_VERSION:
-        raise _Unusable("bad magic bytes or schema in the header")
+    if magic != _JN_MAGIC:
+        raise _Unusable("bad magic bytes in the header")
+    if schema != SCHEMA_VERSION:
+        raise UnsupportedSchema(f"the journal has file schema {schema}; this tvbod reads schema "
+                                f"{SCHEMA_VERSION}")
     scan = _Scan(base, [], _JN_HEADER.size)
     pos = scan.good_end
     while pos < len(data):
