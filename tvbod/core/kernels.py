@@ -122,7 +122,9 @@ class MatrixKernel:
         return np.asarray(a).reshape(-1).astype(np.intp)
 
     def __call__(self, a: np.ndarray, b: np.ndarray, dtype=np.float64) -> np.ndarray:
-        return self.matrix[np.ix_(self._idx(a), self._idx(b))].astype(dtype, copy=False)
+        # Two takes copy the same entries as `matrix[np.ix_(ia, ib)]`, ~2x faster for tall blocks.
+        block = self.matrix.take(self._idx(a), axis=0).take(self._idx(b), axis=1)
+        return block.astype(dtype, copy=False)
 
     def column_block(self, b: np.ndarray) -> np.ndarray:
         """`k(all points, b)`, `(m, nb)`: the cross-covariance of every point with `b`."""

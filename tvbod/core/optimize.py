@@ -94,7 +94,13 @@ def _polish(gp, t_query, beta, starts, lower, upper, maxiter) -> tuple[np.ndarra
 
 
 def maximize_ucb_on_set(mean: np.ndarray, var: np.ndarray, beta: float) -> tuple[int, float]:
-    """Exhaustive maximum over a finite set; ties go to the lowest index."""
+    """Exhaustive maximum over a finite set; ties go to the lowest index.
+
+    "Tie" means within `1e-12` (relative) of the maximum: points mirrored around a single data
+    point tie exactly in exact arithmetic but differ in the last bits, and which one wins must not
+    depend on round-off (or results would change with the BLAS build).
+    """
     score = ucb(mean, var, beta)
-    i = int(np.argmax(score))
+    top = float(np.max(score))
+    i = int(np.flatnonzero(score >= top - 1e-12 * max(1.0, abs(top)))[0])
     return i, float(score[i])

@@ -1,0 +1,426 @@
+"""`tvbod bench within-model`: the synthetic experiment of Brunzema et al., "Event-Triggered
+Time-Varying Bayesian Optimization" (arXiv 2208.10790), Sec. "within-model comparison".
+
+The objective is drawn from the time-varying GP model itself (Bogunovic et al. 2016, B2P model):
+`f_1 = g_1`, `f_t = sqrt(1 - eps) f_{t-1} + sqrt(eps) g_t`, `g_t` iid `GP(0, SE(0.2, 1))` on a
+50 x 50 grid over `[0, 1]^2`; `y_t = f_t(x_t) + N(0, 0.02)`; `r_t = max f_t - f_t(x_t)`.
+Every algorithm sees the same function draws and noise sequence in a run (common random numbers),
+and the strategies come from `tvbod.core.make_strategy` on a `points` domain (the grid).
+
+Runs are spread over spawned worker processes with one BLAS thread each. One task is one
+(eps, run) pair and runs every algorithm any selected case needs at that eps on one draw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+GRID = 50
+LENGTHSCALE = 0.2
+NOISE_VARIANCE = 0.02
+BETA_C1, BETA_C2 = 0.4, 4.0  # beta_t = 0.4 ln(4t)
+DELTA_B = 0.1
+EPSILONS = (0.01, 0.03, 0.05)
+RESET_PERIODS = {0.01: 38, 0.03: 29, 0.05: 26}  # R-GP-UCB's N at the true eps
+MISSPEC_EPS, MISSPEC_FORGETTING, MISSPEC_PERIOD = 0.05, 0.001, 68
+SWEEP_EPS = 0.03
+SWEEP_DELTAS = (0.005, 0.01, 0.05, 0.1, 0.5)
+#: Jitter added to the grid's SE Gram matrix before the sampler's Cholesky factorization.
+SAMPLER_JITTER = 1e-6
+CASE_GROUPS = ("main", "misspecified", "delta-sweep")
+BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+#: The paper's ET-GP-UCB results (50 runs): `(mean resets, mean R_T)`.
+PAPER_ET = {0.01: (3.38, 200.33), 0.03: (8.04, 271.59), 0.05: (11.88, 332.04)}
+PAPER_SWEEP = {0.005: (6.42, 276.84), 0.01: (6.82, 273.37), 0.05: (7.72, 269.01),
+               0.1: (8.04, 271.59), 0.5: (10.32, 280.05)}
+PAPER_HORIZON = 400
+#: Acceptance bands for ET-GP-UCB against the paper: R_T at most +10 %, resets within +-30 %.
+RT_TOLERANCE, RESETS_TOLERANCE = 0.10, 0.30
+
+
+# ---------------------------------------------------------------------- experiment definition
+@dataclass(frozen=True)
+class Algo:
+    """One optimizer configuration: a core strategy name plus its extra spec keys."""
+
+    strategy: str
+    params: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def key(self) -> str:
+        extra = ",".join(f"{k}={v:g}" for k, v in self.params)
+        return f"{self.strategy}[{extra}]" if extra else self.strategy
+
+
+@dataclass(frozen=True)
+class Case:
+    """A table block: the true `eps` and `(display label, Algo)` pairs, all on the same draws."""
+
+    name: str
+    group: str
+    eps: float
+    algos: tuple[tuple[str, Algo], ...]
+
+
+def _main_algos(eps: float, period: int, forgetting: float) -> tuple[tuple[str, Algo], ...]:
+    return (
+        ("ET-GP-UCB", Algo("et-gp-ucb")),
+        ("GP-UCB", Algo("gp-ucb")),
+        (f"R-GP-UCB (N={period})", Algo("r-gp-ucb", (("reset_period", period),))),
+        (f"TV-GP-UCB (eps={forgetting:g})", Algo("tv-gp-ucb", (("forgetting", forgetting),))),
+    )
+
+
+def build_cases(groups: tuple[str, ...]) -> list[Case]:
+    """The cases of the selected groups (`main`, `misspecified`, `delta-sweep`), in table order."""
+    cases = []
+    if "main" in groups:
+        cases += [Case(f"eps={e:g}", "main", e, _main_algos(e, RESET_PERIODS[e], e))
+                  for e in EPSILONS]
+    if "misspecified" in groups:
+        cases.append(Case(f"misspecified (eps={MISSPEC_EPS:g})", "misspecified", MISSPEC_EPS,
+                          _main_algos(MISSPEC_EPS, MISSPEC_PERIOD, MISSPEC_FORGETTING)))
+    if "delta-sweep" in groups:
+        # delta_B = 0.1 is the main case's ET-GP-UCB (same Algo, so it is run once).
+        sweep = tuple((f"ET-GP-UCB (delta_B={d:g})",
+                       Algo("et-gp-ucb") if d == DELTA_B else Algo("et-gp-ucb", (("delta_b", d),)))
+                      for d in SWEEP_DELTAS)
+        cases.append(Case(f"delta sweep (eps={SWEEP_EPS:g})", "delta-sweep", SWEEP_EPS, sweep))
+    return cases
+
+
+def run_seed(seed: int, run: int) -> int:
+    """The per-run seed shared by the function draw, the noise and every strategy of that run."""
+    return int(np.random.SeedSequence([seed, run]).generate_state(1, np.uint32)[0])
+
+
+# ---------------------------------------------------------------------- the objective
+@lru_cache(maxsize=2)
+def grid_points(n: int = GRID) -> np.ndarray:
+    """The `n x n` grid over `[0, 1]^2`, `(n^2, 2)`; row `i * n + j` is `(i, j) / (n - 1)`."""
+    g = np.linspace(0.0, 1.0, n)
+    a, b = np.meshgrid(g, g, indexing="ij")
+    return np.column_stack([a.ravel(), b.ravel()])
+
+
+def grid_index(x: np.ndarray, n: int = GRID) -> int:
+    """Row of grid point `x` `(2,)` in `grid_points(n)`."""
+    i, j = np.rint(np.asarray(x, dtype=float) * (n - 1)).astype(int)
+    return int(i * n + j)
+
+
+@lru_cache(maxsize=2)
+def sampler_factor(n: int = GRID, lengthscale: float = LENGTHSCALE,
+                   jitter: float = SAMPLER_JITTER) -> np.ndarray:
+    """Lower `L` with `L L^T = K + jitter I`, `K` the SE Gram matrix (variance 1) on the grid."""
+    from scipy.linalg import cholesky
+
+    from tvbod.core.kernels import SquaredExponential
+
+    P = grid_points(n)
+    K = SquaredExponential([lengthscale, lengthscale], 1.0)(P, P)
+    for j in (jitter, 10 * jitter, 100 * jitter):
+        try:
+            return cholesky(K + j * np.eye(len(K)), lower=True, check_finite=False)
+        except np.linalg.LinAlgError:
+            continue
+    raise np.linalg.LinAlgError(
+        f"grid Gram matrix not positive definite with jitter {100 * jitter}; raise SAMPLER_JITTER")
+
+
+def sample_functions(L: np.ndarray, eps: float, horizon: int,
+                     rng: np.random.Generator) -> np.ndarray:
+    """`F` `(horizon, m)`: `f_1 = g_1`, `f_t = sqrt(1-eps) f_{t-1} + sqrt(eps) g_t`, `g_t = L z_t`.
+
+    Each `f_t` is marginally `GP(0, K)` and `corr(f_t, f_{t-1}) = sqrt(1 - eps)` pointwise.
+    """
+    G = (L @ rng.standard_normal((L.shape[0], horizon))).T
+    F = np.empty_like(G)
+    F[0] = G[0]
+    a, b = math.sqrt(1.0 - eps), math.sqrt(eps)
+    for t in range(1, horizon):
+        F[t] = a * F[t - 1] + b * G[t]
+    return F
+
+
+def regret(F: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Instantaneous regret `r_t = max f_t - f_t(x_t)`, `(horizon,)`, for grid indices `idx`."""
+    return F.max(axis=1) - F[np.arange(len(idx)), idx]
+
+
+# ---------------------------------------------------------------------- one run
+@lru_cache(maxsize=64)
+def _base_spec(algo: Algo, grid: int):
+    from tvbod.core import parse_spec
+
+    return parse_spec({
+        "strategy": algo.strategy,
+        "domain": {"type": "points", "points": grid_points(grid)},
+        "kernel": {"type": "se", "lengthscales": LENGTHSCALE, "variance": 1.0},
+        "noise_variance": NOISE_VARIANCE,
+        "beta": {"c1": BETA_C1, "c2": BETA_C2},
+        "delta_b": DELTA_B,
+        **dict(algo.params),
+    })
+
+
+def run_algorithm(algo: Algo, F: np.ndarray, noise: np.ndarray, seed: int,
+                  grid: int = GRID) -> dict:
+    """Run one strategy for `len(F)` steps on the draw `F` with noise `noise`; regret and resets."""
+    from tvbod.core import make_strategy
+
+    strategy = make_strategy(replace(_base_spec(algo, grid), seed=seed))
+    idx = np.empty(len(F), dtype=int)
+    reset_times = []
+    for t in range(len(F)):
+        x = strategy.ask()
+        i = idx[t] = grid_index(x, grid)
+        if strategy.tell(x, float(F[t, i] + noise[t])).reset:
+            reset_times.append(t + 1)
+    return {"regret": regret(F, idx), "reset_times": reset_times}
+
+
+def run_task(eps: float, run: int, seed: int, horizon: int, algos: tuple[Algo, ...],
+             grid: int = GRID) -> dict:
+    """One draw of the objective at `eps` and every algorithm in `algos` on it."""
+    rs = run_seed(seed, run)
+    F = sample_functions(sampler_factor(grid), eps, horizon, np.random.default_rng([rs, 0]))
+    noise = math.sqrt(NOISE_VARIANCE) * np.random.default_rng([rs, 1]).standard_normal(horizon)
+    out = {}
+    for algo in algos:
+        t0 = time.process_time()
+        res = run_algorithm(algo, F, noise, rs, grid)
+        res["cpu_s"] = time.process_time() - t0
+        res["optimum_sum"] = float(F.max(axis=1).sum())
+        out[algo.key] = res
+    return {"eps": eps, "run": run, "results": out}
+
+
+def execute(cases: list[Case], runs: int, seed: int, horizon: int, workers: int,
+            progress=None, grid: int = GRID) -> dict:
+    """Run every (eps, run) task; `{(eps, algo.key): [per-run result, ...]}` in run order."""
+    by_eps: dict[float, dict[str, Algo]] = {}
+    for case in cases:
+        for _, algo in case.algos:
+            by_eps.setdefault(case.eps, {})[algo.key] = algo
+    # Heaviest eps (most algorithms) first so the last tasks finish together.
+    order = sorted(by_eps, key=lambda e: -len(by_eps[e]))
+    tasks = [(e, r, seed, horizon, tuple(by_eps[e].values()), grid)
+             for r in range(runs) for e in order]
+    results: dict = {}
+    done = 0
+
+    def collect(out: dict) -> None:
+        nonlocal done
+        done += 1
+        for key, res in out["results"].items():
+            results.setdefault((out["eps"], key), {})[out["run"]] = res
+        if progress is not None:
+            progress(done, len(tasks), out)
+
+    if workers <= 1:
+        for task in tasks:
+            collect(run_task(*task))
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        # A spawned worker inherits the environment and loads numpy afresh: one BLAS thread each.
+        saved = {v: os.environ.get(v) for v in BLAS_ENV}
+        os.environ.update({v: "1" for v in BLAS_ENV})
+        try:
+            ctx = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+                for fut in as_completed([pool.submit(run_task, *task) for task in tasks]):
+                    collect(fut.result())
+        finally:
+            for v, old in saved.items():
+                if old is None:
+                    os.environ.pop(v, None)
+                else:
+                    os.environ[v] = old
+    return {k: [v[r] for r in range(runs)] for k, v in results.items()}
+
+
+# ---------------------------------------------------------------------- summary
+def summarize(cases: list[Case], results: dict, horizon: int) -> list[dict]:
+    """Per case and algorithm: R_T and reset statistics (std with ddof=0), the paper's values."""
+    t = np.arange(1, horizon + 1)
+    out = []
+    for case in cases:
+        algos = []
+        for label, algo in case.algos:
+            per_run = results[(case.eps, algo.key)]
+            R = np.array([r["regret"].sum() for r in per_run])
+            n_resets = np.array([len(r["reset_times"]) for r in per_run])
+            curves = np.array([np.cumsum(r["regret"]) / t for r in per_run])
+            algos.append({
+                "label": label, "strategy": algo.strategy, "params": dict(algo.params),
+                "R_T_mean": float(R.mean()), "R_T_std": float(R.std()),
+                "resets_mean": float(n_resets.mean()), "resets_std": float(n_resets.std()),
+                "cpu_s_mean": float(np.mean([r["cpu_s"] for r in per_run])),
+                "paper": _paper_value(case, algo),
+                "R_T": R.round(4).tolist(), "resets": n_resets.tolist(),
+                "reset_times": [r["reset_times"] for r in per_run],
+                "optimum_sum": [round(r["optimum_sum"], 8) for r in per_run],
+                "mean_R_t_over_t": curves.mean(axis=0).round(5).tolist(),
+                "sem_R_t_over_t": (curves.std(axis=0) / math.sqrt(len(per_run))).round(5).tolist(),
+            })
+        out.append({"case": case.name, "group": case.group, "eps": case.eps, "algorithms": algos})
+    return out
+
+
+def _paper_value(case: Case, algo: Algo) -> dict | None:
+    if algo.strategy != "et-gp-ucb":
+        return None
+    if case.group == "delta-sweep":
+        resets, rt = PAPER_SWEEP[dict(algo.params).get("delta_b", DELTA_B)]
+    elif case.group == "main":
+        resets, rt = PAPER_ET[case.eps]
+    else:
+        return None
+    return {"R_T": rt, "resets": resets}
+
+
+def _find(summary: list[dict], group: str, eps: float, strategy: str) -> dict | None:
+    for case in summary:
+        if case["group"] == group and case["eps"] == eps:
+            return next((a for a in case["algorithms"] if a["strategy"] == strategy), None)
+    return None
+
+
+def check_claims(summary: list[dict], horizon: int = PAPER_HORIZON, grid: int = GRID) -> list[dict]:
+    """The paper's three claims and (in the paper's setting: T = 400, 50 x 50 grid) the acceptance
+    bands against its ET-GP-UCB numbers, each `{name, holds, detail}`."""
+    checks = []
+    mains = [c for c in summary if c["group"] == "main"]
+    if mains:
+        pairs = [(c["eps"], _find(summary, "main", c["eps"], "et-gp-ucb"),
+                  _find(summary, "main", c["eps"], "r-gp-ucb")) for c in mains]
+        checks.append({"name": "ET-GP-UCB beats R-GP-UCB at every eps",
+                       "holds": all(et["R_T_mean"] < r["R_T_mean"] for _, et, r in pairs),
+                       "detail": "; ".join(f"eps={e:g}: {et['R_T_mean']:.1f} vs {r['R_T_mean']:.1f}"
+                                           for e, et, r in pairs)})
+        best = [(c["eps"], min(c["algorithms"], key=lambda a: a["R_T_mean"])) for c in mains]
+        checks.append({"name": "TV-GP-UCB with the true eps is best (main cases)",
+                       "holds": all(a["strategy"] == "tv-gp-ucb" for _, a in best),
+                       "detail": "; ".join(f"eps={e:g}: best {a['label']} {a['R_T_mean']:.1f}"
+                                           for e, a in best)})
+        if (horizon, grid) == (PAPER_HORIZON, GRID):
+            checks += [_acceptance(e, et) for e, et, _ in pairs]
+    if any(c["group"] == "misspecified" for c in summary):
+        et, tv, r = (_find(summary, "misspecified", MISSPEC_EPS, s)
+                     for s in ("et-gp-ucb", "tv-gp-ucb", "r-gp-ucb"))
+        checks.append({"name": "misspecified eps: ET-GP-UCB beats TV-GP-UCB and R-GP-UCB",
+                       "holds": et["R_T_mean"] < min(tv["R_T_mean"], r["R_T_mean"]),
+                       "detail": f"ET {et['R_T_mean']:.1f}, {tv['label']} {tv['R_T_mean']:.1f}, "
+                                 f"{r['label']} {r['R_T_mean']:.1f}"})
+    return checks
+
+
+def _acceptance(eps: float, et: dict) -> dict:
+    """ET-GP-UCB mean R_T at most +10 % (lower is fine), mean resets within +-30 % of the paper."""
+    p = et["paper"]
+    dr = et["R_T_mean"] / p["R_T"] - 1.0
+    dn = et["resets_mean"] / p["resets"] - 1.0
+    return {"name": f"acceptance eps={eps:g}: ET-GP-UCB R_T <= paper +10 %, resets +-30 %",
+            "holds": bool(dr <= RT_TOLERANCE and abs(dn) <= RESETS_TOLERANCE),
+            "detail": f"R_T {et['R_T_mean']:.2f} vs {p['R_T']} ({dr:+.1%}); resets "
+                      f"{et['resets_mean']:.2f} vs {p['resets']} ({dn:+.1%})"}
+
+
+def format_table(summary: list[dict], runs: int, horizon: int, grid: int = GRID) -> str:
+    lines = [f"Within-model benchmark: {runs} runs, T = {horizon}, grid {grid}x{grid}, "
+             f"beta_t = {BETA_C1:g} ln({BETA_C2:g} t), noise variance {NOISE_VARIANCE:g}",
+             f"{'case':<28} {'algorithm':<26} {'R_T mean +- std':>18} {'resets':>7}"
+             f" {'paper R_T':>10} {'paper resets':>13}"]
+    for case in summary:
+        for a in case["algorithms"]:
+            p = a["paper"]
+            paper = f"{p['R_T']:>10.2f} {p['resets']:>13.2f}" if p else f"{'-':>10} {'-':>13}"
+            rt = f"{a['R_T_mean']:.2f} +- {a['R_T_std']:.2f}"
+            lines.append(f"{case['case']:<28} {a['label']:<26} {rt:>18} {a['resets_mean']:>7.2f} "
+                         f"{paper}")
+    return "\n".join(lines)
+
+
+def format_claims(checks: list[dict]) -> str:
+    return "\n".join(f"[{'holds' if c['holds'] else 'does not hold'}] {c['name']}: {c['detail']}"
+                     for c in checks)
+
+
+# ---------------------------------------------------------------------- CLI
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs", type=int, default=50, help="runs per case (default 50)")
+    parser.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    parser.add_argument("--seed", type=int, default=0, help="master seed (default 0)")
+    parser.add_argument("--horizon", type=int, default=400, help="steps T per run (default 400)")
+    parser.add_argument("--out", type=Path, default=Path("bench-out/within-model"),
+                        help="directory for results.json and the PNG plots")
+    parser.add_argument("--cases", type=_parse_cases, default=CASE_GROUPS,
+                        help=f"comma list of {','.join(CASE_GROUPS)} (default all)")
+    parser.add_argument("--grid", type=int, default=GRID,
+                        help=f"grid points per axis (default {GRID}, the paper's; less for tests)")
+    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+
+
+def _parse_cases(text: str) -> tuple[str, ...]:
+    groups = tuple(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
+    bad = [g for g in groups if g not in CASE_GROUPS]
+    if bad or not groups:
+        raise argparse.ArgumentTypeError(f"unknown case {bad or text!r}; choose from "
+                                         f"{', '.join(CASE_GROUPS)}")
+    return groups
+
+
+def _progress(done: int, total: int, out: dict) -> None:
+    parts = ", ".join(f"{k} {v['regret'].sum():.1f}/{len(v['reset_times'])}r"
+                      for k, v in out["results"].items())
+    cpu = sum(v["cpu_s"] for v in out["results"].values())
+    print(f"[{done}/{total}] eps={out['eps']:g} run {out['run']}: {parts} ({cpu:.1f} s cpu)",
+          file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.runs < 1 or args.horizon < 2 or args.workers < 1 or args.grid < 2:
+        print("--runs and --workers must be >= 1, --horizon and --grid >= 2", file=sys.stderr)
+        return 2
+    cases = build_cases(tuple(args.cases))
+    t0 = time.perf_counter()
+    results = execute(cases, args.runs, args.seed, args.horizon, args.workers, _progress,
+                      args.grid)
+    wall = time.perf_counter() - t0
+    summary = summarize(cases, results, args.horizon)
+    checks = check_claims(summary, args.horizon, args.grid)
+    print(format_table(summary, args.runs, args.horizon, args.grid))
+    print()
+    print(format_claims(checks))
+    if (args.runs, args.horizon, args.grid) != (50, PAPER_HORIZON, GRID):
+        print("(the paper's setting is 50 runs, T = 400, a 50 x 50 grid: this smaller run is a "
+              "smoke test, its claims check only indicative)")
+    print(f"\nwall time {wall:.1f} s with {args.workers} worker(s)")
+    args.out.mkdir(parents=True, exist_ok=True)
+    doc = {"config": {"runs": args.runs, "horizon": args.horizon, "seed": args.seed,
+                      "workers": args.workers, "grid": args.grid, "lengthscale": LENGTHSCALE,
+                      "noise_variance": NOISE_VARIANCE, "beta": [BETA_C1, BETA_C2],
+                      "delta_b": DELTA_B, "sampler_jitter": SAMPLER_JITTER,
+                      "cases": list(args.cases)},
+           "wall_time_s": round(wall, 2), "cases": summary, "claims": checks}
+    (args.out / "results.json").write_text(json.dumps(doc, indent=1))
+    if not args.no_plots:
+        from . import plots
+
+        for path in plots.within_model_figures(summary, args.horizon, args.out):
+            print(f"wrote {path}", file=sys.stderr)
+    print(f"wrote {args.out / 'results.json'}", file=sys.stderr)
+    return 0
