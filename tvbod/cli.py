@@ -28,6 +28,8 @@ BENCHES = {
     "daemon": ("tvbod.bench.daemon", "round-trip latency and throughput through the daemon"),
     "cartpole": ("tvbod.bench.cartpole", "policy search on the cart-pole with a friction jump"),
     "temperature": ("tvbod.bench.temperature", "replayed Intel Lab temperature sensors"),
+    "adaptive": ("tvbod.bench.adaptive", "adaptive kappa/lambda vs fixed kappa, EI, random search"),
+    "agpucb": ("tvbod.bench.agpucb", "A-GP-UCB's 1-D experiments with unknown hyperparameters"),
 }
 
 

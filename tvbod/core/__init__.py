@@ -13,13 +13,16 @@ from collections.abc import Mapping
 
 from .errors import DomainError, NumericalError, SpecError, StateError, TvbodError
 from .spec import OptimizerSpec, parse_spec
-from .strategies import GPUCBStrategy, Strategy, TellResult
+from .strategies import GPUCBStrategy, RandomSearchStrategy, Strategy, TellResult
 from .trigger import EventTrigger, TriggerDecision
 
 
 def make_strategy(spec: Mapping | OptimizerSpec) -> Strategy:
     """Build the strategy an `optimizer:` mapping describes (validated by `parse_spec`)."""
-    return GPUCBStrategy(parse_spec(spec))
+    spec = parse_spec(spec)
+    if spec.strategy == "random-search":
+        return RandomSearchStrategy(spec)
+    return GPUCBStrategy(spec)
 
 
 __all__ = [

@@ -24,3 +24,82 @@ def ucb_grad(mean, var, dmean, dvar, beta: float) -> tuple[np.ndarray, np.ndarra
     safe = np.where(sigma > 1e-12, sigma, np.inf)
     grad = dmean + math.sqrt(beta) * dvar / (2.0 * safe[:, None])
     return value, grad
+
+
+# ---------------------------------------------------------------------- issue 6 additions
+_INV_SQRT2PI = 1.0 / math.sqrt(2.0 * math.pi)
+#: Finite-difference step for the mean's Hessian (internal coordinates) and the eigenvalue floor.
+HESSIAN_STEP = 1e-4
+EIGEN_FLOOR = 1e-6
+
+
+def _norm_pdf_cdf(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    from scipy.special import ndtr
+
+    return _INV_SQRT2PI * np.exp(-0.5 * z * z), ndtr(z)
+
+
+def expected_improvement(mean: np.ndarray, var: np.ndarray, best: float, xi: float = 0.0) -> np.ndarray:
+    """`EI = (mu - f* - xi) Phi(z) + sigma phi(z)`, `z = (mu - f* - xi) / sigma` (Jones et al. 1998);
+    `max(mu - f* - xi, 0)` where sigma is 0. Non-decreasing in the variance."""
+    sigma = np.sqrt(np.maximum(var, 0.0))
+    imp = mean - best - xi
+    safe = np.where(sigma > 1e-12, sigma, 1.0)
+    pdf, cdf = _norm_pdf_cdf(imp / safe)
+    return np.where(sigma > 1e-12, imp * cdf + sigma * pdf, np.maximum(imp, 0.0))
+
+
+def expected_improvement_grad(mean, var, dmean, dvar, best: float, xi: float = 0.0
+                              ) -> tuple[np.ndarray, np.ndarray]:
+    """EI and its gradient: `dEI = Phi(z) dmu + phi(z) dsigma`, `dsigma = dvar / (2 sigma)`."""
+    sigma = np.sqrt(np.maximum(var, 0.0))
+    imp = mean - best - xi
+    ok = sigma > 1e-12
+    safe = np.where(ok, sigma, 1.0)
+    pdf, cdf = _norm_pdf_cdf(imp / safe)
+    value = np.where(ok, imp * cdf + sigma * pdf, np.maximum(imp, 0.0))
+    dsigma = np.where(ok[:, None], dvar / (2.0 * safe[:, None]), 0.0)
+    grad = np.where(ok, cdf, (imp > 0).astype(float))[:, None] * dmean + pdf[:, None] * dsigma
+    return value, grad
+
+
+def kappa_ucb(mean: np.ndarray, var: np.ndarray, kappa: float) -> np.ndarray:
+    """`mu + kappa sigma` (GP-UCB with `kappa = sqrt(beta)`)."""
+    return mean + kappa * np.sqrt(np.maximum(var, 0.0))
+
+
+def penalized_ucb(mean, var, complexity, kappa: float, lam: float) -> np.ndarray:
+    """`alpha = mu + kappa sigma - lambda U`, `U = sigma^2 C` (the uncertainty penalty of issue 6)."""
+    v = np.maximum(var, 0.0)
+    return mean + kappa * np.sqrt(v) - lam * v * complexity
+
+
+def mean_hessian_fd(mean_fn, X: np.ndarray, h: float = HESSIAN_STEP) -> np.ndarray:
+    """Hessians `(m, d, d)` of `mean_fn` (`(k, d) -> (k,)`) at the rows of `X` by central differences:
+    `H_ii = (f(x+h e_i) - 2 f(x) + f(x-h e_i)) / h^2`,
+    `H_ij = (f(x+h e_i+h e_j) - f(x+h e_i-h e_j) - f(x-h e_i+h e_j) + f(x-h e_i-h e_j)) / (4 h^2)`,
+    all `m (2 d^2 + 1)` evaluations in one call."""
+    X = np.atleast_2d(np.asarray(X, dtype=float))
+    m, d = X.shape
+    E = h * np.eye(d)
+    iu, ju = np.triu_indices(d, 1)
+    offsets = [np.zeros((1, d)), E, -E,
+               E[iu] + E[ju], E[iu] - E[ju], -E[iu] + E[ju], -E[iu] - E[ju]]
+    O = np.vstack(offsets)  # (1 + 2d + 4p, d), p = d(d-1)/2
+    f = mean_fn((X[:, None, :] + O[None, :, :]).reshape(-1, d)).reshape(m, len(O))
+    p = len(iu)
+    f0, fp, fm = f[:, 0], f[:, 1:1 + d], f[:, 1 + d:1 + 2 * d]
+    H = np.zeros((m, d, d))
+    H[:, np.arange(d), np.arange(d)] = (fp - 2.0 * f0[:, None] + fm) / h**2
+    if p:
+        a, b, c, e = (f[:, 1 + 2 * d + k * p:1 + 2 * d + (k + 1) * p] for k in range(4))
+        off = (a - b - c + e) / (4.0 * h**2)
+        H[:, iu, ju] = off
+        H[:, ju, iu] = off
+    return H
+
+
+def complexity_factor(hessians: np.ndarray, floor: float = EIGEN_FLOOR) -> np.ndarray:
+    """`C(x) = sum_i max(|eig_i(H(x))|, floor)` for Hessians `(m, d, d)`, `(m,)`."""
+    eig = np.linalg.eigvalsh(0.5 * (hessians + np.swapaxes(hessians, -1, -2)))
+    return np.maximum(np.abs(eig), floor).sum(axis=-1)

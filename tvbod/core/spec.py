@@ -20,12 +20,17 @@ STRATEGIES = {
     "r-gp-ucb": ("periodic", None),
     "tv-gp-ucb": ("none", "forgetting"),
     "ui-tvbo": ("none", "drift"),
+    "random-search": ("none", None),  # Sobol random search: a baseline, no GP
 }
+RESET_POLICIES = ("event", "periodic", "none")
+ACQUISITIONS = ("ucb", "ei")
+EXPLORATIONS = ("fixed", "adaptive", "agpucb")
 #: Keys that only one strategy uses, and which.
 _STRATEGY_KEYS = {"reset_period": "r-gp-ucb", "forgetting": "tv-gp-ucb", "drift_variance": "ui-tvbo"}
 _TOP_KEYS = {
     "strategy", "sense", "domain", "kernel", "noise_variance", "beta", "delta_b", "reset_period",
     "forgetting", "drift_variance", "measurement", "budget", "seed", "hyperparameters",
+    "reset", "acquisition", "exploration",
 }
 #: Largest finite domain whose Gram matrix is precomputed (m^2 float64 = 200 MB at 5000).
 MAX_FINITE_POINTS = 5000
@@ -65,6 +70,35 @@ class HyperSpec:
 
 
 @dataclass(frozen=True)
+class ExplorationSpec:
+    """How the UCB weight evolves (issue 6); see docs/configuration.md, *Exploration*.
+
+    `adaptive`: `kappa0`, `[kappa_min, kappa_max]`, `lambda0` (`lambda_1`), `lambda_max`,
+    `kappa_rate` (beta), `lambda_rate` (gamma), `ema` (eta), `mc_points`.
+    `agpucb`: `norm_bound` (B_0), `exponent` (p(t) = t^exponent), `rule` (min | divide),
+    `estimator` (one-step | bound | sigma-floor), `h_max`, `sigma_floor`, `bound_constant`.
+    """
+
+    type: str = "fixed"
+    kappa0: float = 2.0
+    kappa_min: float = 0.1
+    kappa_max: float = 10.0
+    lambda0: float = 0.01
+    lambda_max: float = 1.0
+    kappa_rate: float = 0.1
+    lambda_rate: float = 0.05
+    ema: float = 0.1
+    mc_points: int = 1000
+    norm_bound: float = 1.0
+    exponent: float = 0.9
+    rule: str = "min"
+    estimator: str = "one-step"
+    h_max: float = 100.0
+    sigma_floor: float = 0.1
+    bound_constant: float = 1.0
+
+
+@dataclass(frozen=True)
 class OptimizerSpec:
     """A validated strategy configuration; `make_strategy` turns it into a `Strategy`."""
 
@@ -86,10 +120,14 @@ class OptimizerSpec:
     maxiter: int = 50
     seed: int = 0
     hyper: HyperSpec | None = None
+    reset: str | None = None  # overrides the preset's reset policy
+    acquisition: str = "ucb"
+    ei_xi: float = 0.0
+    exploration: ExplorationSpec | None = None  # None: fixed beta_t (the presets' behaviour)
 
     @property
     def reset_policy(self) -> str:
-        return STRATEGIES[self.strategy][0]
+        return self.reset if self.reset is not None else STRATEGIES[self.strategy][0]
 
     @property
     def temporal(self) -> str | None:
@@ -262,6 +300,64 @@ def _parse_hyper(value, kernel: KernelSpec) -> HyperSpec | None:
     )
 
 
+_ADAPTIVE_KEYS = {"type", "kappa0", "kappa_min", "kappa_max", "lambda0", "lambda_max", "kappa_rate",
+                  "lambda_rate", "ema", "mc_points"}
+_AGPUCB_KEYS = {"type", "norm_bound", "exponent", "rule", "estimator", "h_max", "sigma_floor",
+                "bound_constant"}
+
+
+def _parse_exploration(value, domain: DomainSpec, kernel: KernelSpec) -> ExplorationSpec | None:
+    m = _mapping(value, "exploration")
+    kind = _choice(m.get("type", "fixed"), "exploration.type", EXPLORATIONS)
+    if kind == "fixed":
+        _check_keys(m, {"type"}, "exploration.")
+        return None
+    if kernel.type == "matrix":
+        raise SpecError("exploration.type", f"{kind!r} needs a stationary kernel (se, matern52)",
+                        "fixed")
+    p = "exploration."
+    if kind == "adaptive":
+        _check_keys(m, _ADAPTIVE_KEYS, p)
+        kmin = _number(m.get("kappa_min", 0.1), p + "kappa_min", 0.0)
+        kmax = _number(m.get("kappa_max", 10.0), p + "kappa_max", kmin, lo_open=True)
+        lmax = _number(m.get("lambda_max", 1.0), p + "lambda_max", 0.0)
+        return ExplorationSpec(
+            "adaptive",
+            kappa0=_number(m.get("kappa0", 2.0), p + "kappa0", kmin, kmax),
+            kappa_min=kmin, kappa_max=kmax,
+            lambda0=_number(m.get("lambda0", 0.01), p + "lambda0", 0.0, lmax),
+            lambda_max=lmax,
+            kappa_rate=_number(m.get("kappa_rate", 0.1), p + "kappa_rate", 0.0, 10.0),
+            lambda_rate=_number(m.get("lambda_rate", 0.05), p + "lambda_rate", 0.0, 10.0),
+            ema=_number(m.get("ema", 0.1), p + "ema", 0.0, 1.0, lo_open=True),
+            mc_points=_integer(m.get("mc_points", 1000), p + "mc_points", 1, 1 << 20),
+        )
+    _check_keys(m, _AGPUCB_KEYS, p)
+    return ExplorationSpec(
+        "agpucb",
+        norm_bound=_number(m.get("norm_bound", 1.0), p + "norm_bound", 0.0),
+        exponent=_number(m.get("exponent", 0.9), p + "exponent", 0.0, 1.0, lo_open=True,
+                         hi_open=True),
+        rule=_choice(m.get("rule", "min"), p + "rule", ("min", "divide")),
+        estimator=_choice(m.get("estimator", "one-step"), p + "estimator",
+                          ("one-step", "bound", "sigma-floor")),
+        h_max=_number(m.get("h_max", 100.0), p + "h_max", 1.0, 1e6),
+        sigma_floor=_number(m.get("sigma_floor", 0.1), p + "sigma_floor", 0.0, lo_open=True),
+        bound_constant=_number(m.get("bound_constant", 1.0), p + "bound_constant", 0.0,
+                               lo_open=True),
+    )
+
+
+def _parse_acquisition(value) -> tuple[str, float]:
+    """`acquisition: ucb | ei` or `{type: ei, xi: 0.01}`."""
+    if isinstance(value, str):
+        return _choice(value, "acquisition", ACQUISITIONS), 0.0
+    m = _mapping(value, "acquisition")
+    kind = _choice(m.get("type", "ucb"), "acquisition.type", ACQUISITIONS)
+    _check_keys(m, {"type", "xi"} if kind == "ei" else {"type"}, "acquisition.")
+    return kind, _number(m.get("xi", 0.0), "acquisition.xi", 0.0)
+
+
 def parse_spec(spec: Mapping | OptimizerSpec) -> OptimizerSpec:
     """Validate the `optimizer:` mapping (see docs/configuration.md) into an `OptimizerSpec`."""
     if isinstance(spec, OptimizerSpec):
@@ -269,7 +365,18 @@ def parse_spec(spec: Mapping | OptimizerSpec) -> OptimizerSpec:
     m = _mapping(spec, "optimizer")
     _check_keys(m, _TOP_KEYS, "")
     strategy = _choice(m.get("strategy", "et-gp-ucb"), "strategy", tuple(STRATEGIES))
+    reset = None
+    if m.get("reset") is not None:
+        reset = _choice(m["reset"], "reset", RESET_POLICIES)
+        if strategy == "random-search":
+            raise SpecError("reset", "does not apply to strategy 'random-search'")
+        if reset == "periodic" and "reset_period" not in m:
+            raise SpecError("reset_period", "is required with reset: periodic")
+        if reset != "periodic" and strategy == "r-gp-ucb":
+            raise SpecError("reset", f"{reset!r} contradicts strategy 'r-gp-ucb'", "periodic")
     for key, owner in _STRATEGY_KEYS.items():
+        if key == "reset_period" and reset == "periodic":
+            continue
         if key in m and owner != strategy:
             raise SpecError(key, f"applies to strategy {owner!r}, not {strategy!r}")
         if owner == strategy and key not in m:
@@ -287,7 +394,7 @@ def parse_spec(spec: Mapping | OptimizerSpec) -> OptimizerSpec:
     budget = _mapping(m.get("budget", {}), "budget")
     _check_keys(budget, {"candidates", "starts", "maxiter"}, "budget.")
     kw = {}
-    if strategy == "r-gp-ucb":
+    if strategy == "r-gp-ucb" or reset == "periodic":
         kw["reset_period"] = _integer(m["reset_period"], "reset_period", 1)
     if strategy == "tv-gp-ucb":
         kw["forgetting"] = _number(m["forgetting"], "forgetting", 0.0, 1.0, lo_open=True, hi_open=True)
@@ -309,5 +416,21 @@ def parse_spec(spec: Mapping | OptimizerSpec) -> OptimizerSpec:
         maxiter=_integer(budget.get("maxiter", 50), "budget.maxiter", 0, 10000),
         seed=_integer(m.get("seed", 0), "seed", 0, 2**63 - 1),
         hyper=_parse_hyper(m.get("hyperparameters", {}), kernel),
+        reset=reset,
+        **_parse_extensions(m, strategy, domain, kernel),
         **kw,
     )
+
+
+def _parse_extensions(m: Mapping, strategy: str, domain: DomainSpec, kernel: KernelSpec) -> dict:
+    """`acquisition` and `exploration` (issue 6), checked against each other and the strategy."""
+    acq, xi = _parse_acquisition(m.get("acquisition", "ucb"))
+    exploration = _parse_exploration(m.get("exploration", {}), domain, kernel)
+    if strategy == "random-search" and ("acquisition" in m or "exploration" in m):
+        key = "acquisition" if "acquisition" in m else "exploration"
+        raise SpecError(key, "does not apply to strategy 'random-search'")
+    if acq == "ei" and exploration is not None:
+        raise SpecError("exploration.type", "EI has no exploration weight", "fixed (with acquisition: ei)")
+    if exploration is not None and domain.type == "arms":
+        raise SpecError("exploration.type", "needs coordinates, not arms", "fixed")
+    return {"acquisition": acq, "ei_xi": xi, "exploration": exploration}

@@ -12,10 +12,15 @@ trigger against the posterior *before* adding the point, then resets or appends.
 from __future__ import annotations
 
 import numpy as np
+from scipy.linalg import LinAlgError, cho_solve, cholesky, solve_triangular
+from scipy.optimize import minimize
 
-from ..acquisition import beta_t
+from ..acquisition import (beta_t, complexity_factor, expected_improvement,
+                           expected_improvement_grad, kappa_ucb, mean_hessian_fd, ucb_grad)
 from ..domains import ArmsDomain, BoxDomain, PointsDomain
 from ..errors import DomainError, StateError
+from ..exploration import (AdaptiveKappaLambda, AGPUCBScaling, bound_regret_estimate, norm_growth,
+                           one_step_regret_estimate)
 from ..gp import ExactGP
 from ..hyperparameters import GammaPrior, fit_lengthscales
 from ..kernels import ForgettingFactor, Matern52, MatrixKernel, SquaredExponential, WienerDrift
@@ -28,6 +33,9 @@ _STATE_FORMAT = 1
 #: Stream ids for the per-step generators `default_rng([seed, t, stream])`.
 _RNG_ASK = 1
 _RNG_HYPER = 2
+_RNG_MC = 3  # the Monte Carlo points of the integrated variance (adaptive kappa/lambda)
+#: Candidates of the A-GP-UCB sigma-floor check on a box (the first rows of the Sobol set).
+_FLOOR_CANDIDATES = 256
 #: How many of the best observed points join the Sobol candidates on a box.
 _EXTRA_STARTS = 3
 
@@ -61,6 +69,18 @@ def build_kernel(spec: OptimizerSpec, domain, base=None):
     return base
 
 
+def build_exploration(spec: OptimizerSpec):
+    """The exploration state of `spec.exploration` (None: the fixed `beta_t` schedule)."""
+    e = spec.exploration
+    if e is None:
+        return None
+    if e.type == "adaptive":
+        return AdaptiveKappaLambda(e.kappa0, e.lambda0, e.kappa_min, e.kappa_max, e.lambda_max,
+                                   e.kappa_rate, e.lambda_rate, e.ema)
+    return AGPUCBScaling(spec.kernel.lengthscales, e.norm_bound, e.exponent, e.rule, e.estimator,
+                         e.h_max, e.sigma_floor)
+
+
 def build_temporal(spec: OptimizerSpec):
     if spec.temporal == "forgetting":
         return ForgettingFactor(spec.forgetting)
@@ -87,6 +107,7 @@ class GPUCBStrategy(Strategy):
             self._unit = None
         else:
             self._unit = sobol_unit(self.domain.dim, spec.candidates, spec.seed)
+        self.exploration = build_exploration(spec)
         self._t = 1
         self._t_reset = 0
         self._resets = 0
@@ -152,6 +173,8 @@ class GPUCBStrategy(Strategy):
         if self.gp.n == 0:
             # The UCB is constant on an empty dataset: propose a uniformly random point.
             return self.domain.sample(rng, 1)[0]
+        if self.exploration is not None or self.spec.acquisition != "ucb":
+            return self._propose_extended(t, rng)
         beta = beta_t(t, self.spec.beta_c1, self.spec.beta_c2)
         if self.domain.finite:
             mean, var = self.gp.predict_query_set(float(t))
@@ -196,6 +219,8 @@ class GPUCBStrategy(Strategy):
             self._last_reset_t = t
         if self.spec.hyper is not None and t % self.spec.hyper.refit_every == 0:
             self._refit_lengthscales(t)
+        if self.exploration is not None:
+            self._update_exploration(t, yi, mu, reason is not None, n_before)
         self._t += 1
         self._pending = None
         return TellResult(
@@ -222,11 +247,17 @@ class GPUCBStrategy(Strategy):
         temporal_K = None
         if self.gp.temporal is not None and self.gp.n:
             temporal_K = self.gp.temporal(self.gp.times_, self.gp.times_)
+        start = self.base_kernel
+        if isinstance(self.exploration, AGPUCBScaling):  # warm start from the MAP, not theta_t
+            start = self.base_kernel.with_lengthscales(self.exploration.theta_map_)
         new = fit_lengthscales(
-            self.base_kernel, X, self.gp.y_, self.spec.noise_variance,
+            start, X, self.gp.y_, self.spec.noise_variance,
             GammaPrior(h.prior_shape, h.prior_rate), (h.lower, h.upper),
             np.random.default_rng([self.spec.seed, t, _RNG_HYPER]), h.restarts, h.maxiter, temporal_K,
         )
+        if isinstance(self.exploration, AGPUCBScaling):
+            self.exploration.theta_map_ = new  # theta_t is set by _update_exploration
+            return
         if not np.array_equal(new, self.base_kernel.lengthscales):
             self._set_lengthscales(new)
             self.gp.refactor()
@@ -244,6 +275,7 @@ class GPUCBStrategy(Strategy):
             "pending": None if self._pending is None else self._pending.tolist(),
             "lengthscales": None if self.base_kernel is None else self.base_kernel.lengthscales.tolist(),
             "gp": self.gp.state_dict(),
+            **({} if self.exploration is None else {"exploration": self.exploration.state_dict()}),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -269,6 +301,13 @@ class GPUCBStrategy(Strategy):
             if (ls is None) != (self.base_kernel is None) or (
                     ls is not None and len(ls) != len(self.base_kernel.lengthscales)):
                 raise StateError("state's lengthscales do not fit the kernel")
+            explo = state.get("exploration")
+            if (explo is None) != (self.exploration is None):
+                raise StateError("state's exploration does not match the spec")
+            explo_new = None
+            if explo is not None:
+                explo_new = build_exploration(self.spec)
+                explo_new.load_state_dict(explo)
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, StateError):
                 raise
@@ -276,6 +315,174 @@ class GPUCBStrategy(Strategy):
         if ls is not None:
             self._set_lengthscales(ls)
         self.gp.load_state_dict(gp_state)
+        if self.exploration is not None:
+            self.exploration = explo_new
         self._t, self._t_reset, self._resets = t, t_reset, resets
         self._last_reset_t = None if last is None else int(last)
         self._pending = pending
+
+    # ------------------------------------------------------------------ issue 6: EI, adaptive, A-GP-UCB
+    @property
+    def kappa(self) -> float | None:
+        """The UCB weight of the next ask (`kappa_t`, or `sqrt(beta_t)`); None for EI."""
+        if self.spec.acquisition == "ei":
+            return None
+        e = self.exploration
+        if isinstance(e, AdaptiveKappaLambda):
+            return e.kappa_
+        base = float(np.sqrt(beta_t(self._t, self.spec.beta_c1, self.spec.beta_c2)))
+        return base + e.norm_term() if isinstance(e, AGPUCBScaling) else base
+
+    def _scores(self, t: int):
+        """`(score(mean, var), score_grad(mean, var, dmean, dvar))` of the smooth acquisition part."""
+        if self.spec.acquisition == "ei":
+            best = float(np.max(self._data_mean(t)))
+            xi = self.spec.ei_xi
+            return (lambda m, v: expected_improvement(m, v, best, xi),
+                    lambda m, v, dm, dv: expected_improvement_grad(m, v, dm, dv, best, xi))
+        kappa = self.kappa
+        beta = kappa * kappa
+        return (lambda m, v: kappa_ucb(m, v, kappa),
+                lambda m, v, dm, dv: ucb_grad(m, v, dm, dv, beta))
+
+    def _data_mean(self, t: int) -> np.ndarray:
+        if self.domain.finite:
+            return self.gp.predict_query_set(float(t))[0][self.gp.X_[:, 0].astype(int)]
+        return self.gp.predict(self.gp.X_, float(t))[0]
+
+    def _propose_extended(self, t: int, rng: np.random.Generator) -> np.ndarray:
+        """EI or the kappa-UCB maximized like `maximize_ucb_on_box`; with adaptive kappa/lambda the
+        penalty `lambda sigma^2 C(x)` is scored only on the screened/polished points (it needs the
+        mean's Hessian, and its eigenvalue terms are not smooth for L-BFGS-B)."""
+        score, score_grad = self._scores(t)
+        if self.domain.finite:
+            mean, var = self.gp.predict_query_set(float(t))
+            values = score(mean, var)
+            k = min(self.budget.starts, len(values))
+            points = np.argpartition(-values, k - 1)[:k].astype(float)[:, None]
+            values, var = values[points[:, 0].astype(int)], var[points[:, 0].astype(int)]
+        else:
+            points, values, var = self._box_candidates(t, rng, score, score_grad)
+        if isinstance(self.exploration, AdaptiveKappaLambda) and self.exploration.lambda_ > 0:
+            C = complexity_factor(mean_hessian_fd(lambda P: self._kernel_mean(P, t),
+                                                  self._kernel_coords(points)))
+            values = values - self.exploration.lambda_ * var * C
+        return points[int(np.argmax(values))].copy()
+
+    def _box_candidates(self, t, rng, score, score_grad):
+        """Screened Sobol candidates (+ best data points), polished together by L-BFGS-B; returns
+        `(points (2k, d), values (2k,), variances (2k,))` in float64."""
+        lo, hi = self.domain.z_lower, self.domain.z_upper
+        cands = lo + np.mod(self._unit + rng.random(self.domain.dim), 1.0) * (hi - lo)
+        best = np.argsort(-self.gp.y_)[:_EXTRA_STARTS]
+        cands = np.vstack([cands, np.clip(self.gp.X_[best], lo, hi)])
+        k = min(self.budget.starts, len(cands))
+        starts = cands[self.gp.screen_best(cands, float(t), score, k)]
+        points = starts
+        if self.budget.maxiter > 0:
+            kk, d = starts.shape
+
+            def objective(flat):
+                value, grad = score_grad(*self.gp.predict_with_grad(flat.reshape(kk, d), float(t)))
+                return -float(value.sum()), -grad.ravel()
+
+            res = minimize(objective, starts.ravel(), jac=True, method="L-BFGS-B",
+                           bounds=list(zip(np.tile(lo, kk), np.tile(hi, kk))),
+                           options={"maxiter": self.budget.maxiter})
+            points = np.vstack([starts, np.clip(res.x.reshape(kk, d), lo, hi)])
+        mean, var = self.gp.predict(points, float(t))
+        return points, score(mean, var), var
+
+    # -- the GP in kernel coordinates (a box's internal z; a points domain's scaled coordinates)
+    def _kernel_coords(self, Z: np.ndarray) -> np.ndarray:
+        if isinstance(self.domain, PointsDomain):
+            return self.domain.kernel_inputs[np.asarray(Z)[:, 0].astype(int)]
+        return np.asarray(Z, dtype=float)
+
+    def _kernel_mean(self, P: np.ndarray, t: int) -> np.ndarray:
+        """Posterior mean at kernel coordinates `P` `(m, d)` (continuous also on a points domain)."""
+        if not isinstance(self.domain, PointsDomain):
+            return self.gp.predict(P, float(t))[0]
+        k = self.base_kernel(P, self._kernel_coords(self.gp.X_))
+        if self.gp.temporal is not None:
+            k = k * self.gp.temporal(np.array([float(t)]), self.gp.times_)
+        return k @ self.gp.alpha_
+
+    def integrated_variance(self, t: int) -> float:
+        """`I_t`: mean posterior variance over the domain at step `t` (Monte Carlo: `mc_points`
+        uniform points from `default_rng([seed, t, 3])` on a box; the exact mean on a points set)."""
+        if self.domain.finite:
+            return float(np.mean(self.gp.predict_query_set(float(t))[1]))
+        rng = np.random.default_rng([self.spec.seed, t, _RNG_MC])
+        return float(np.mean(self.gp.predict(self.domain.sample(rng, self.spec.exploration.mc_points),
+                                             float(t))[1]))
+
+    def _update_exploration(self, t: int, yi: float, mu: float, reset: bool, n_before: int) -> None:
+        """After the tell's reset/append: adaptive `kappa`, `lambda` or A-GP-UCB's `h`, `theta_t`.
+        A reset first calls `on_reset()` (docs/configuration.md, *Exploration and resets*)."""
+        e = self.exploration
+        if reset:
+            e.on_reset()
+        if isinstance(e, AdaptiveKappaLambda):
+            if not reset and n_before > 0:  # Delta_t = |y_t - mu_{t-1}(x_t)| needs a posterior
+                e.update_kappa(abs(yi - mu))
+            if self.gp.n:
+                e.update_lambda(self.integrated_variance(t + 1))
+            return
+        if self.gp.n:
+            e.advance(self._agp_estimate(t))
+        new = e.lengthscales()
+        if not np.array_equal(new, self.base_kernel.lengthscales):
+            self._set_lengthscales(new)
+            self.gp.refactor()
+
+    def _agp_estimate(self, t: int):
+        """`h -> estimate` for A-GP-UCB's line search on the current dataset (kernel coordinates)."""
+        e, spec = self.exploration, self.spec
+        X = self._kernel_coords(self.gp.X_)
+        tk = None if self.gp.temporal is None else self.gp.temporal(self.gp.times_, self.gp.times_)
+        n, d = X.shape
+        if e.estimator == "bound":
+            return lambda h: bound_regret_estimate(h, e.tau_, d, e.norm_bound, e.bound_constant)
+        if e.estimator == "one-step":
+            base = np.sqrt([beta_t(int(s), spec.beta_c1, spec.beta_c2) for s in self.gp.times_])
+            growth = np.array([norm_growth(j) for j in range(1, n + 1)]) * e.norm_bound
+
+            def one_step(h: float) -> float:
+                K = self.base_kernel.with_lengthscales(e.lengthscales(h))(X, X)
+                if tk is not None:
+                    K = K * tk
+                prior = np.diag(K).copy()
+                K[np.diag_indices(n)] += spec.noise_variance
+                try:
+                    L = cholesky(K, lower=True, check_finite=False)
+                except LinAlgError:
+                    return np.inf
+                # one-step-ahead variance of f at x_j given x_1..x_{j-1}: L_jj^2 - sigma_n^2
+                sig = np.sqrt(np.clip(np.diag(L) ** 2 - spec.noise_variance, 0.0, prior))
+                return one_step_regret_estimate(base + growth * h ** (d / 2.0), sig)
+
+            return one_step
+        # Wang & de Freitas: smallest scaling with sigma_t(x_{t+1}) >= sigma_floor, x_{t+1} the
+        # UCB maximizer over a candidate set under the scaled lengthscales.
+        P = (self.domain.kernel_inputs if isinstance(self.domain, PointsDomain) else
+             self.domain.z_lower + self._unit[:_FLOOR_CANDIDATES] * (self.domain.z_upper - self.domain.z_lower))
+        base = float(np.sqrt(beta_t(t + 1, spec.beta_c1, spec.beta_c2)))
+
+        def sigma_next(h: float) -> float:
+            kern = self.base_kernel.with_lengthscales(e.lengthscales(h))
+            K = kern(X, X)
+            K[np.diag_indices(n)] += spec.noise_variance
+            try:
+                L = cholesky(K, lower=True, check_finite=False)
+            except LinAlgError:
+                return np.inf
+            Kq = kern(P, X)
+            mean = Kq @ cho_solve((L, True), self.gp.y_, check_finite=False)
+            V = solve_triangular(L, Kq.T, lower=True, check_finite=False)
+            sd = np.sqrt(np.maximum(kern.diag(P) - np.einsum("ij,ij->j", V, V), 0.0))
+            i = int(np.argmax(mean + (base + e.norm_term(h)) * sd))
+            return float(sd[i])
+
+        return sigma_next
+
