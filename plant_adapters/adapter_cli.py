@@ -1,4 +1,10 @@
-"""Shared command-line plumbing for the adapters: a YAML settings file plus overrides."""
+"""Shared command-line plumbing for the adapters: a YAML settings file plus overrides.
+
+Every adapter also takes CURVE keys for a daemon with a `security:` section (docs/security.md):
+`--curve-secret FILE` (the adapter's `NAME.key_secret` from `tvbod keygen`) and `--curve-server
+FILE` (the daemon's public `NAME.key`), or `curve_secret:` / `curve_server:` in the settings file
+(relative paths resolve against that file's directory). Give both or neither.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,10 @@ import yaml
 import sys
 from collections.abc import Callable
 
-from plant_adapters.client import DaemonClient, DaemonError, DaemonUnavailable
+from plant_adapters.client import DaemonClient, DaemonError, DaemonUnavailable, load_curve_keys
+
+#: Settings every adapter accepts besides its own defaults.
+CURVE_SETTINGS = ("curve_secret", "curve_server")
 
 
 def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
@@ -24,22 +33,31 @@ def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="append step records (JSON lines) to this file")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds per request try")
     p.add_argument("--retries", type=int, default=20, help="Lazy-Pirate retries per request")
+    p.add_argument("--curve-secret", type=Path, metavar="FILE",
+                   help="this adapter's CURVE secret-key file (NAME.key_secret from tvbod keygen)")
+    p.add_argument("--curve-server", type=Path, metavar="FILE",
+                   help="the daemon's CURVE public-key file (its NAME.key)")
     return p
 
 
 def settings(args: argparse.Namespace, defaults: dict[str, Any]) -> dict[str, Any]:
     """defaults < YAML file < command-line flags."""
-    merged = dict(defaults)
+    merged = {**dict.fromkeys(CURVE_SETTINGS), **defaults}
     if args.config is not None:
         loaded = yaml.safe_load(args.config.read_text()) or {}
         if not isinstance(loaded, dict):
             raise SystemExit(f"{args.config}: adapter settings must be a mapping")
-        unknown = set(loaded) - set(defaults)
+        unknown = set(loaded) - set(merged)
         if unknown:
-            raise SystemExit(f"{args.config}: unknown keys {sorted(unknown)}; allowed: {sorted(defaults)}")
+            raise SystemExit(f"{args.config}: unknown keys {sorted(unknown)}; allowed: {sorted(merged)}")
+        for key in CURVE_SETTINGS:
+            if loaded.get(key) is not None:
+                if not isinstance(loaded[key], str):
+                    raise SystemExit(f"{args.config}: {key} must be a file path")
+                loaded[key] = args.config.parent / Path(loaded[key]).expanduser()
         merged.update(loaded)
-    for key in ("endpoint", "plant", "steps", "seed"):
-        if getattr(args, key) is not None:
+    for key in ("endpoint", "plant", "steps", "seed", *CURVE_SETTINGS):
+        if getattr(args, key, None) is not None:
             merged[key] = getattr(args, key)
     if not merged.get("endpoint"):
         raise SystemExit("no endpoint: give --endpoint or `endpoint:` in --config")
@@ -48,7 +66,22 @@ def settings(args: argparse.Namespace, defaults: dict[str, Any]) -> dict[str, An
 
 def client_for(cfg: dict[str, Any], args: argparse.Namespace, adapter: str) -> DaemonClient:
     return DaemonClient(cfg["endpoint"], cfg["plant"], timeout_s=args.timeout,
-                        retries=args.retries, adapter=adapter, adapter_version="1")
+                        retries=args.retries, adapter=adapter, adapter_version="1",
+                        curve=curve_keys(cfg))
+
+
+def curve_keys(cfg: dict[str, Any]) -> dict[str, bytes] | None:
+    """The CURVE keys the settings name, or None when they name none."""
+    secret, server = cfg.get("curve_secret"), cfg.get("curve_server")
+    if secret is None and server is None:
+        return None
+    if secret is None or server is None:
+        raise SystemExit("CURVE needs both --curve-secret (this adapter's NAME.key_secret) and "
+                         "--curve-server (the daemon's public NAME.key)")
+    try:
+        return load_curve_keys(secret, server)
+    except ValueError as exc:
+        raise SystemExit(f"CURVE keys: {exc}") from None
 
 
 def guarded(name: str, body: Callable[[], int]) -> int:

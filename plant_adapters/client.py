@@ -145,3 +145,38 @@ class DaemonClient:
 
     def ping(self) -> dict:
         return self.request("ping")
+
+
+def load_curve_keys(client_secret_file: str | os.PathLike,
+                    server_public_file: str | os.PathLike) -> dict[str, bytes]:
+    """CURVE keys for `DaemonClient(curve=...)` from two `tvbod keygen` files (Z85 keys).
+
+    `client_secret_file` is the adapter's `NAME.key_secret` (its public key must be in the
+    daemon's allow-list; the file must not be accessible by group or others), and
+    `server_public_file` the daemon's public `NAME.key`. Raises `ValueError` naming the file."""
+    import stat
+
+    import zmq.auth
+
+    def keys(path: str | os.PathLike) -> tuple[bytes | None, bytes | None]:
+        try:
+            return zmq.auth.load_certificate(path)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{path}: not a readable CURVE key file ({exc})") from None
+
+    public, secret = keys(client_secret_file)
+    if not secret:
+        raise ValueError(f"{client_secret_file} holds no secret-key: give the adapter's "
+                         "NAME.key_secret (the public NAME.key goes to the daemon)")
+    mode = stat.S_IMODE(os.stat(client_secret_file).st_mode)
+    if mode & 0o077:
+        raise ValueError(f"{client_secret_file} is accessible by group or others (mode {mode:04o}); "
+                         f"run `chmod 600 {client_secret_file}`")
+    server, _ = keys(server_public_file)
+    for path, key in ((client_secret_file, public), (client_secret_file, secret),
+                      (server_public_file, server)):
+        if len(key) != 40:
+            raise ValueError(f"{path}: a key is not 40 characters of Z85")
+    if zmq.curve_public(secret) != public:
+        raise ValueError(f"{client_secret_file}: the public-key does not belong to the secret-key")
+    return {"secret": secret, "public": public, "server": server}

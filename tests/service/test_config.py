@@ -4,6 +4,7 @@ file and key, directories follow systemd/XDG, and a plant's fingerprint tracks i
 import json
 import os
 import re
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +15,10 @@ from hypothesis import strategies as st
 
 from tvbod.core import DomainError, make_strategy, parse_spec
 from tvbod.core.errors import TvbodError
+from tvbod.service.keygen import create_key_pair
 from tvbod.service.config import (
     ConfigError,
+    DaemonConfig,
     FailurePolicy,
     empirical_covariance,
     load_daemon_config,
@@ -176,8 +179,12 @@ CASES = [
     ("non-loopback tcp (LAN)", {"tvbod.yaml": with_daemon(
         "endpoints: ['ipc:///tmp/x.sock', 'tcp://192.168.1.20:5555']\n")},
      "tvbod.yaml", "endpoints[1]", "CURVE"),
-    ("security is reserved", {"tvbod.yaml": with_daemon("security: {}\n")},
-     "tvbod.yaml", "security", "not supported yet"),
+    ("security without curve", {"tvbod.yaml": with_daemon("security: {}\n")},
+     "tvbod.yaml", "security.curve", "is required"),
+    ("security not a mapping", {"tvbod.yaml": with_daemon("security: curve\n")},
+     "tvbod.yaml", "security", "must be a mapping"),
+    ("security unknown key", {"tvbod.yaml": with_daemon("security: {plain: {}}\n")},
+     "tvbod.yaml", "security.plain", "unknown key"),
     ("bad endpoint scheme", {"tvbod.yaml": with_daemon("endpoints: ['udp://127.0.0.1:5555']\n")},
      "tvbod.yaml", "endpoints[0]", "unsupported scheme"),
     ("inproc is not a daemon endpoint", {"tvbod.yaml": with_daemon("endpoints: ['inproc://x']\n")},
@@ -387,3 +394,141 @@ def test_failure_policies():
     assert default.measurement(1.0, 0.5, "maximize") == -0.5
     penalty = FailurePolicy("penalty", value=100.0)
     assert penalty.measurement(0.0, 9.0, "minimize") == 100.0
+
+
+# ---------------------------------------------------------------------- security: CURVE keys
+def curve_files(tmp_path: Path) -> dict[str, Path]:
+    """`tvbod keygen` output: the server pair in keys/, one adapter's public key in keys/clients/."""
+    keys = tmp_path / "keys"
+    server_public, server_secret = create_key_pair(keys, "server")
+    client_public, client_secret = create_key_pair(keys, "adapter")
+    (keys / "clients").mkdir(mode=0o755)
+    allowed = keys / "clients" / "adapter.key"
+    allowed.write_bytes(client_public.read_bytes())
+    return {"server_public": server_public, "server_secret": server_secret,
+            "client_public": client_public, "client_secret": client_secret, "allowed": allowed}
+
+
+def zmq_certificate(path: Path) -> tuple[bytes, bytes | None]:
+    import zmq.auth
+
+    return zmq.auth.load_certificate(path)
+
+
+def with_curve(endpoints: str = "['tcp://0.0.0.0:5555']", secret: str = "keys/server.key_secret",
+               allowed: str = "keys/clients") -> str:
+    return with_daemon(textwrap.dedent(f"""\
+        endpoints: {endpoints}
+        security:
+          curve:
+            server_secret_key: {secret}
+            allowed_clients: {allowed}
+        """))
+
+
+@pytest.mark.parametrize("endpoint", [
+    "tcp://0.0.0.0:5555", "tcp://*:5555", "tcp://192.0.2.10:5555", "tcp://[::]:5555",
+    "tcp://127.0.0.1:5555",
+])
+def test_non_loopback_tcp_is_accepted_with_curve(tmp_path, endpoint):
+    keys = curve_files(tmp_path)
+    cfg = load_daemon_config(write(tmp_path, {"tvbod.yaml": with_curve(f"['{endpoint}']")}), env=ENV)
+    assert cfg.endpoints == (endpoint,)
+    curve = cfg.curve
+    public, secret = zmq_certificate(keys["server_secret"])
+    assert (curve.public_key, curve.secret_key) == (public, secret)
+    assert curve.server_secret_key_file == keys["server_secret"]
+    assert curve.allowed_client_files == (keys["allowed"],)
+    assert curve.client_keys == {zmq_certificate(keys["client_public"])[0]}
+    assert secret.decode() not in repr(cfg)  # the secret key stays out of logs and tracebacks
+
+
+def test_without_security_there_is_no_curve(tmp_path):
+    assert load_daemon_config(write(tmp_path), env=ENV).curve is None
+    assert DaemonConfig.__dataclass_fields__["curve"].default is None
+
+
+def test_allowed_clients_as_a_list_of_files(tmp_path):
+    keys = curve_files(tmp_path)
+    second, _ = create_key_pair(tmp_path / "more", "second")
+    cfg = load_daemon_config(write(tmp_path, {"tvbod.yaml": with_curve(
+        allowed=f"[keys/clients/adapter.key, {second}]")}), env=ENV)
+    assert cfg.curve.allowed_client_files == (keys["allowed"], second)
+    assert len(cfg.curve.client_keys) == 2
+
+
+def _bad_key_file(path: Path) -> None:
+    path.write_text("this is not a certificate\n")
+
+
+def _secret_readable_by_others(keys: dict) -> None:
+    keys["server_secret"].chmod(0o644)
+
+
+def _allowed_dir_writable_by_group(keys: dict) -> None:
+    keys["allowed"].parent.chmod(0o775)
+
+
+def _mismatched_pair(keys: dict) -> None:
+    text = keys["server_secret"].read_text()
+    other = zmq_certificate(keys["client_secret"])[0].decode()
+    public = zmq_certificate(keys["server_secret"])[0].decode()
+    keys["server_secret"].write_text(text.replace(public, other))
+
+
+def _short_key(keys: dict) -> None:
+    public = zmq_certificate(keys["allowed"])[0].decode()
+    keys["allowed"].write_text(keys["allowed"].read_text().replace(public, public[:-1]))
+
+
+SECURITY_CASES = [
+    # (id, daemon file text, change to the key files, key, words in the message)
+    ("non-loopback without curve is still refused", with_daemon("endpoints: ['tcp://0.0.0.0:5555']\n"),
+     None, "endpoints[0]", "add a `security: {curve: ...}` section"),
+    ("server key missing", with_curve(secret="keys/nope.key_secret"), None,
+     "security.curve.server_secret_key", "nope.key_secret: key file not found"),
+    ("server key is a bad file", with_curve(),
+     lambda k: _bad_key_file(k["server_secret"]),
+     "security.curve.server_secret_key", "server.key_secret holds no public-key"),
+    ("server key is the public file", with_curve(secret="keys/server.key"), None,
+     "security.curve.server_secret_key", "server.key holds no secret-key"),
+    ("server secret readable by others", with_curve(), _secret_readable_by_others,
+     "security.curve.server_secret_key", "chmod 600"),
+    ("server public and secret do not match", with_curve(), _mismatched_pair,
+     "security.curve.server_secret_key", "does not belong"),
+    ("allowed directory missing", with_curve(allowed="keys/nobody"), None,
+     "security.curve.allowed_clients", "keys/nobody: directory not found"),
+    ("allowed directory empty", with_curve(), lambda k: k["allowed"].unlink(),
+     "security.curve.allowed_clients", "holds no public-key file"),
+    ("allowed directory writable by group", with_curve(), _allowed_dir_writable_by_group,
+     "security.curve.allowed_clients", "chmod go-w"),
+    ("allowed directory holds a bad key", with_curve(), lambda k: _bad_key_file(k["allowed"]),
+     "security.curve.allowed_clients", "adapter.key holds no public-key"),
+    ("allowed key is not Z85", with_curve(), _short_key,
+     "security.curve.allowed_clients", "40-character Z85"),
+    ("allowed_clients is a file", with_curve(allowed="keys/clients/adapter.key"), None,
+     "security.curve.allowed_clients", "is not a directory"),
+    ("allowed list entry is a secret", with_curve(allowed="[keys/clients/adapter.key, keys/adapter.key_secret]"),
+     None, "security.curve.allowed_clients[1]", "holds a secret key"),
+    ("allowed list entry missing", with_curve(allowed="[keys/nope.key]"), None,
+     "security.curve.allowed_clients[0]", "nope.key: key file not found"),
+    ("allowed list empty", with_curve(allowed="[]"), None,
+     "security.curve.allowed_clients", "non-empty list"),
+    ("curve key missing", with_daemon("security: {curve: {server_secret_key: keys/server.key_secret}}\n"),
+     None, "security.curve.allowed_clients", "is required"),
+]
+
+
+@pytest.mark.parametrize("daemon_text, change, key, words", [c[1:] for c in SECURITY_CASES],
+                         ids=[c[0] for c in SECURITY_CASES])
+def test_security_errors_name_file_and_key(tmp_path, daemon_text, change, key, words):
+    keys = curve_files(tmp_path)
+    if change is not None:
+        change(keys)
+    daemon = write(tmp_path, {"tvbod.yaml": daemon_text})
+    with pytest.raises(ConfigError) as info:
+        load_daemon_config(daemon, env=ENV)
+    e = info.value
+    assert e.file == daemon and e.key == key
+    assert str(e).startswith(f"{daemon}: {key}: ")
+    assert words in str(e)

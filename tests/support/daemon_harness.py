@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import subprocess
@@ -38,6 +39,12 @@ def objective(gains: dict, t: int) -> float:
     return float((kp - 1.2) ** 2 + 0.5 * (ki - 0.3) ** 2 + (1.5 if t >= 15 else 0.0))
 
 
+def _kill_if_running(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
 class Daemon:
     """`tvbod run` as a child process on an ipc endpoint in `root`."""
 
@@ -69,6 +76,7 @@ class Daemon:
             [sys.executable, "-m", "tvbod", "run", "--config", str(self.root / "tvbod.yaml")],
             stdout=out, stderr=subprocess.STDOUT, env=self.env, cwd=self.root)
         out.close()
+        atexit.register(_kill_if_running, self.proc)  # a failed test must not leave daemons behind
         if wait:
             self.wait_ready()
         return self

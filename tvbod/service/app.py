@@ -16,9 +16,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import zmq
+
     from tvbod.service.config import ConfigError, load_daemon_config
     from tvbod.service.events import EventSink, configure_logging
     from tvbod.service.plant import RestoreError
+    from tvbod.service.sdnotify import Notifier
     from tvbod.service.server import DaemonLockedError, Server
 
     try:
@@ -28,7 +31,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     configure_logging(args.log_format or config.log_format)
     sink = EventSink()
-    server = Server(config, sink)
+    notifier = Notifier.from_environment(
+        on_error=lambda message, error: sink.emit("sd_notify_failed", level="warning",
+                                                  message=message, error=str(error)))
+    server = Server(config, sink, notifier)
     try:
         server.open()
         endpoints = server.bind()
@@ -36,10 +42,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"tvbod: {exc}", file=sys.stderr)
         sink.emit("daemon_stopped", level="error", reason=str(exc))
         return 1
-    except OSError as exc:
+    except (OSError, zmq.ZMQError) as exc:
         print(f"tvbod: cannot start: {exc}", file=sys.stderr)
+        server.shutdown()
         return 1
     server.install_signal_handlers()
+    # READY=1 only now: configs validated, state restored, sockets bound, SIGHUP handled.
+    notifier.ready(server.status_line())
     sink.emit("daemon_started", endpoints=endpoints, plants=sorted(server.plants),
               state_dir=str(config.state_dir), config=str(config.path))
     try:

@@ -7,8 +7,9 @@ and the core's `optimizer:` mapping, checked by `tvbod.core.parse_spec`). Every 
 
     configs/plants/cartpole.yaml: optimizer.kernel.lengthscales[2]: -1.0 is out of range (allowed: (0.0, inf])
 
-Loading has no side effects: directories are computed, not created. docs/configuration.md is the
-reference for every key.
+Loading has no side effects: directories are computed, not created; key files named by `security:`
+are read and checked (tvbod.service.security). docs/configuration.md is the reference for every
+key, docs/security.md explains the `security:` section.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ import yaml
 from tvbod.core.errors import DomainError, SpecError, TvbodError
 from tvbod.core.spec import MAX_FINITE_POINTS, OptimizerSpec, parse_spec
 from tvbod.protocol import PLANT_NAME_PATTERN, is_valid_plant_name
+from tvbod.service.security import (
+    CurveConfig, KeyFileError, public_key_files, read_public_key, read_secret_key,
+)
 
 #: Daemon file used when no path is given and `$TVBOD_CONFIG` is unset (relative to the cwd).
 DEFAULT_DAEMON_FILE = Path("configs/tvbod.yaml")
@@ -43,15 +47,15 @@ DAEMON_LIMITS = {
     "max_pending_per_client": (16, 1, 1024),
     "ask_time_budget_ms": (200, 1, 60_000),
 }
-_DAEMON_KEYS = {"endpoints", "runtime_dir", "state_dir", "log_format", "plants", *DAEMON_LIMITS}
-#: Keys a later release will accept; named here so the error says what is missing, not "unknown".
-_RESERVED_KEYS = {
-    "security": "is not supported yet (CURVE authentication comes in a later release)",
+_DAEMON_KEYS = {
+    "endpoints", "runtime_dir", "state_dir", "log_format", "plants", "security", *DAEMON_LIMITS,
 }
+_CURVE_KEYS = {"server_secret_key", "allowed_clients"}
 _PLANT_KEYS = {
     "name", "description", "parameters", "sense", "optimizer", "proposal_timeout", "failure",
 }
 _LOCAL_TCP = "ipc://PATH, tcp://127.0.0.1:PORT, tcp://[::1]:PORT, tcp://localhost:PORT"
+_ANY_TCP = "ipc://PATH, tcp://HOST:PORT (HOST: an address, *, or an interface name)"
 #: `sun_path` holds 108 bytes on Linux including the terminating NUL.
 _MAX_IPC_PATH_BYTES = 107
 #: Decimals kept of an empirical covariance, so its fingerprint does not depend on BLAS round-off.
@@ -185,6 +189,8 @@ class DaemonConfig:
     max_message_bytes: int = 65536
     max_pending_per_client: int = 16
     ask_time_budget_ms: int = 200
+    #: `security.curve`: CURVE on every endpoint plus the client allow-list; None: no CURVE.
+    curve: CurveConfig | None = None
 
     def plant(self, name: str) -> PlantConfig:
         """The plant called `name` (KeyError if there is none)."""
@@ -507,15 +513,14 @@ def load_daemon_config(path: Path | str | None = None, env: Mapping[str, str] = 
     m = _read_yaml(path)
     base = path.resolve().parent
     with _in_file(path):
-        for key, problem in _RESERVED_KEYS.items():
-            if key in m:
-                raise _Invalid(key, problem)
         _check_keys(m, _DAEMON_KEYS)
         runtime_dir = (_path(m["runtime_dir"], "runtime_dir", base, env) if "runtime_dir" in m
                        else default_runtime_dir(env))
         state_dir = (_path(m["state_dir"], "state_dir", base, env) if "state_dir" in m
                      else default_state_dir(env))
-        endpoints = _endpoints(m.get("endpoints", [DEFAULT_ENDPOINT]), runtime_dir, base)
+        curve = _security(m["security"], base, env) if "security" in m else None
+        endpoints = _endpoints(m.get("endpoints", [DEFAULT_ENDPOINT]), runtime_dir, base,
+                               remote_ok=curve is not None)
         log_format = _choice(m.get("log_format", "auto"), "log_format", ("auto", "json", "console"))
         if log_format == "auto" and isatty is not None:
             log_format = "console" if isatty else "json"
@@ -527,7 +532,46 @@ def load_daemon_config(path: Path | str | None = None, env: Mapping[str, str] = 
         files = _plant_files([_string(p, f"plants[{i}]") for i, p in enumerate(patterns)], path)
     return DaemonConfig(path=path.resolve(), endpoints=endpoints, runtime_dir=runtime_dir,
                         state_dir=state_dir, log_format=log_format, plants=_load_plants(files),
-                        **limits)
+                        curve=curve, **limits)
+
+
+def _security(value, base: Path, env: Mapping[str, str]) -> CurveConfig:
+    """`security: {curve: {server_secret_key: FILE, allowed_clients: DIR | [FILE, ...]}}`."""
+    m = _mapping(value, "security")
+    _check_keys(m, {"curve"}, "security.")
+    if "curve" not in m:
+        raise _Invalid("security.curve", "is required (CURVE is the only mechanism)",
+                       "curve: {server_secret_key: FILE, allowed_clients: DIR or [FILE, ...]}")
+    c = _mapping(m["curve"], "security.curve")
+    _check_keys(c, _CURVE_KEYS, "security.curve.")
+    for req in sorted(_CURVE_KEYS):
+        if req not in c:
+            raise _Invalid(f"security.curve.{req}", "is required")
+    key = "security.curve.server_secret_key"
+    secret_file = _path(c["server_secret_key"], key, base, env)
+    try:
+        public, secret = read_secret_key(secret_file)
+    except KeyFileError as e:
+        raise _Invalid(key, str(e)) from None
+    key = "security.curve.allowed_clients"
+    allowed = c["allowed_clients"]
+    if isinstance(allowed, str):
+        try:
+            sources = [(key, f) for f in public_key_files(_path(allowed, key, base, env))]
+        except KeyFileError as e:
+            raise _Invalid(key, str(e)) from None
+    elif isinstance(allowed, list) and allowed:
+        sources = [(f"{key}[{i}]", _path(v, f"{key}[{i}]", base, env)) for i, v in enumerate(allowed)]
+    else:
+        raise _Invalid(key, f"must be a directory or a non-empty list of public-key files, got "
+                       f"{allowed!r}")
+    keys = []
+    for k, f in sources:
+        try:
+            keys.append(read_public_key(f))
+        except KeyFileError as e:
+            raise _Invalid(k, str(e)) from None
+    return CurveConfig(secret_file, public, secret, tuple(f for _, f in sources), frozenset(keys))
 
 
 def default_runtime_dir(env: Mapping[str, str]) -> Path:
@@ -550,17 +594,19 @@ def default_state_dir(env: Mapping[str, str]) -> Path:
     return _home(env) / ".local" / "state" / "tvbod"
 
 
-def _endpoints(value, runtime_dir: Path, base: Path) -> tuple[str, ...]:
+def _endpoints(value, runtime_dir: Path, base: Path, *, remote_ok: bool) -> tuple[str, ...]:
     if not isinstance(value, list) or not value:
-        raise _Invalid("endpoints", "must be a non-empty list of endpoints", _LOCAL_TCP)
-    out = tuple(_endpoint(v, f"endpoints[{i}]", runtime_dir, base) for i, v in enumerate(value))
+        raise _Invalid("endpoints", "must be a non-empty list of endpoints",
+                       _ANY_TCP if remote_ok else _LOCAL_TCP)
+    out = tuple(_endpoint(v, f"endpoints[{i}]", runtime_dir, base, remote_ok)
+                for i, v in enumerate(value))
     for i, e in enumerate(out):
         if e in out[:i]:
             raise _Invalid(f"endpoints[{i}]", f"{e!r} is listed twice")
     return out
 
 
-def _endpoint(value, key: str, runtime_dir: Path, base: Path) -> str:
+def _endpoint(value, key: str, runtime_dir: Path, base: Path, remote_ok: bool) -> str:
     raw = _string(value, key)
     text = raw.replace("{runtime_dir}", str(runtime_dir))
     if "{" in text or "}" in text:
@@ -568,7 +614,7 @@ def _endpoint(value, key: str, runtime_dir: Path, base: Path) -> str:
     scheme, sep, rest = text.partition("://")
     if not sep or scheme not in ("ipc", "tcp"):
         raise _Invalid(key, f"{raw!r} has an unsupported scheme", _LOCAL_TCP)
-    return _ipc(rest, key, base) if scheme == "ipc" else _tcp(rest, key, raw)
+    return _ipc(rest, key, base) if scheme == "ipc" else _tcp(rest, key, raw, remote_ok)
 
 
 def _ipc(rest: str, key: str, base: Path) -> str:
@@ -582,7 +628,7 @@ def _ipc(rest: str, key: str, base: Path) -> str:
     return f"ipc://{path}"
 
 
-def _tcp(rest: str, key: str, raw: str) -> str:
+def _tcp(rest: str, key: str, raw: str, remote_ok: bool) -> str:
     if rest.startswith("["):
         host, _, tail = rest[1:].partition("]")
         port = tail[1:] if tail.startswith(":") else ""
@@ -592,12 +638,13 @@ def _tcp(rest: str, key: str, raw: str) -> str:
             raise _Invalid(key, f"{raw!r}: write an IPv6 address in brackets", "tcp://[::1]:PORT")
     if not port.isdigit() or not 1 <= int(port) <= 65535:
         raise _Invalid(key, f"{raw!r} needs a port in [1, 65535]", _LOCAL_TCP)
-    if not _is_loopback(host):
-        # Hook for the `security:` section: with CURVE keys configured, a remote host will be
-        # accepted here. Until then anything but loopback is refused.
-        raise _Invalid(key, f"{raw!r} binds to {host or '?'!r}, which is not loopback; remote binding "
-                       "requires CURVE authentication (a `security:` section, not supported yet)",
-                       _LOCAL_TCP)
+    if not host:
+        raise _Invalid(key, f"{raw!r} needs a host", _ANY_TCP if remote_ok else _LOCAL_TCP)
+    if not remote_ok and not _is_loopback(host):
+        # Anyone on the network could steer the plants: only CURVE clients may reach a remote bind.
+        raise _Invalid(key, f"{raw!r} binds to {host!r}, which is not loopback; remote binding "
+                       "requires CURVE authentication: add a `security: {curve: ...}` section "
+                       "(docs/security.md)", _LOCAL_TCP)
     return f"tcp://{rest}"
 
 

@@ -20,7 +20,7 @@ from tvbod.service.config import DaemonConfig, PlantConfig
 FROZEN = ("strategy", "domain", "sense", "measurement", "kernel.type", "kernel.matrix")
 #: Daemon keys that only a restart applies.
 RESTART_ONLY = ("endpoints", "runtime_dir", "state_dir", "log_format", "max_message_bytes",
-                "max_pending_per_client")
+                "max_pending_per_client", "curve")
 
 
 class ReloadRefused(Exception):

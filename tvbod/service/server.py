@@ -31,6 +31,7 @@ from tvbod.service.events import EventSink
 from tvbod.service.faults import from_environment
 from tvbod.service.plant import PlantRuntime, RestoreError
 from tvbod.service.reload import ReloadRefused, plan_reload
+from tvbod.service.sdnotify import Notifier, status_line
 from tvbod.service.store import PlantStore, StorageError
 
 #: Messages handled per poll wake-up before housekeeping gets a turn.
@@ -80,9 +81,12 @@ class ClientErrorLimiter:
 class Server:
     """Hosts one `PlantRuntime` per configured plant behind a ZeroMQ ROUTER socket."""
 
-    def __init__(self, config: DaemonConfig, sink: EventSink) -> None:
+    def __init__(self, config: DaemonConfig, sink: EventSink, notifier: Notifier | None = None) -> None:
         self.config = config
         self.sink = sink
+        self.notifier = notifier or Notifier(None)
+        self._status_dirty = True
+        self._status_sent = 0.0
         self.plants: dict[str, PlantRuntime] = {}
         self.ctx: zmq.Context | None = None
         self.sock: zmq.Socket | None = None
@@ -93,6 +97,7 @@ class Server:
         self.messages = 0
         self._sync_pool: ThreadPoolExecutor | None = None
         self._lock_fd: int | None = None
+        self._guard = None  # the ZAP authenticator when CURVE is configured
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
@@ -145,6 +150,11 @@ class Server:
         sock.setsockopt(zmq.SNDHWM, 10_000)
         if any("[" in e for e in self.config.endpoints):
             sock.setsockopt(zmq.IPV6, 1)
+        # --- security (tvbod/service/security.py): CURVE server + ZAP allow-list, before any bind
+        from tvbod.service.security import guard_socket
+
+        self._guard = guard_socket(self.ctx, sock, self.config.curve, self.sink)
+        # --- end security
         bound = []
         for endpoint in self.config.endpoints:
             if endpoint.startswith("ipc://"):
@@ -193,13 +203,20 @@ class Server:
                 self._drain_wakeups()
             if self.reload_requested:
                 self.reload_requested = False
+                self.notifier.reloading()
                 self.reload()
+                self.notifier.ready(self.status_line())
             replies: list[list[bytes]] = []
             if self.sock in ready:
                 replies = self._drain_socket()
             now = time.monotonic()
             for plant in self.plants.values():
                 plant.tick(now)
+            self.notifier.tick(now)
+            self._status_dirty |= bool(replies)
+            if self._status_dirty and now - self._status_sent >= 1.0:  # at most 1 STATUS= per s
+                self._status_dirty, self._status_sent = False, now
+                self.notifier.status(self.status_line())
             if not self._sync_journals():
                 return  # nothing of this batch is acknowledged; restart recovers from disk
             for frames in replies:
@@ -250,6 +267,10 @@ class Server:
             self.stop_requested = True
             return False
         return True
+
+    def status_line(self) -> str:
+        """The `STATUS=` text for systemd: plants, their adapters and last resets."""
+        return status_line([p.status() for p in self.plants.values()])
 
     def reload(self) -> bool:
         """Apply the daemon and plant files anew (SIGHUP), all or nothing.
@@ -349,6 +370,7 @@ class Server:
 
     def shutdown(self) -> None:
         """Checkpoint every plant, close the socket (linger 0) and release the lock."""
+        self.notifier.stopping()
         for plant in self.plants.values():
             try:
                 plant.checkpoint("stop")
@@ -359,6 +381,11 @@ class Server:
         if self.sock is not None:
             self.sock.close(linger=0)
             self.sock = None
+        # --- security: stop the ZAP authenticator after the socket it guards is closed
+        if getattr(self, "_guard", None) is not None:
+            self._guard.stop()
+            self._guard = None
+        # --- end security
         self._wake_r.close()
         self._wake_w.close()
         if self._sync_pool is not None:
