@@ -1,0 +1,265 @@
+"""Shared machinery of the plant benchmarks (`tvbod bench cartpole | temperature`).
+
+Both compare ET-GP-UCB with GP-UCB, R-GP-UCB, TV-GP-UCB and UI-TVBO, every algorithm on the same
+plant realisation per run (common random numbers). One task is one (run, algorithm) pair; tasks
+are spread over spawned worker processes with one BLAS thread each. This module holds what the two
+have in common: the algorithm list, the process pool, the per-algorithm summary, the ET-GP-UCB
+detection-delay statistics, the tables and the plots.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+#: Heaviest first (GP-UCB, TV-GP-UCB, UI-TVBO keep every point) so the pool ends together.
+_COST_ORDER = ("gp-ucb", "ui-tvbo", "tv-gp-ucb", "et-gp-ucb", "r-gp-ucb")
+
+
+@dataclass(frozen=True)
+class Algo:
+    """One optimizer: its table label, the core strategy name and the strategy's own spec keys."""
+
+    label: str
+    strategy: str
+    params: tuple[tuple[str, float], ...] = ()
+
+
+def five_algorithms(period: int, forgetting: float, drift: float) -> tuple[Algo, ...]:
+    """ET-GP-UCB, GP-UCB, R-GP-UCB (`N = period`), TV-GP-UCB (`eps = forgetting`), UI-TVBO
+    (`sigma_w^2 = drift`), in table order."""
+    return (
+        Algo("ET-GP-UCB", "et-gp-ucb"),
+        Algo("GP-UCB", "gp-ucb"),
+        Algo(f"R-GP-UCB (N={period})", "r-gp-ucb", (("reset_period", period),)),
+        Algo(f"TV-GP-UCB (eps={forgetting:g})", "tv-gp-ucb", (("forgetting", forgetting),)),
+        Algo(f"UI-TVBO (sigma_w^2={drift:g})", "ui-tvbo", (("drift_variance", drift),)),
+    )
+
+
+def select(algos: Sequence[Algo], names: Sequence[str] | None) -> tuple[Algo, ...]:
+    """The algorithms whose strategy name is in `names` (all if None), in table order."""
+    return tuple(a for a in algos if names is None or a.strategy in names)
+
+
+def run_seed(seed: int, run: int) -> int:
+    """The per-run seed shared by the plant realisation and every strategy of that run."""
+    return int(np.random.SeedSequence([seed, run]).generate_state(1, np.uint32)[0])
+
+
+# ---------------------------------------------------------------------- the pool
+def execute(task: Callable[..., dict], jobs: list[tuple], workers: int,
+            progress: Callable[[int, int, dict], None] | None = None) -> list[dict]:
+    """`[task(*job) for job in jobs]` on `workers` spawned processes (in-process if 1), in order.
+
+    Each worker is spawned with `OPENBLAS_NUM_THREADS=1` (and OMP/MKL) so two workers use two cores.
+    Jobs are submitted heaviest first (by the strategy named in `job[1].strategy`, if any)."""
+    order = sorted(range(len(jobs)), key=lambda i: _job_cost_rank(jobs[i]))
+    out: list[dict | None] = [None] * len(jobs)
+    done = 0
+
+    def collect(i: int, result: dict) -> None:
+        nonlocal done
+        out[i], done = result, done + 1
+        if progress is not None:
+            progress(done, len(jobs), result)
+
+    if workers <= 1:
+        for i in order:
+            collect(i, task(*jobs[i]))
+        return out  # type: ignore[return-value]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    saved = {v: os.environ.get(v) for v in BLAS_ENV}
+    os.environ.update({v: "1" for v in BLAS_ENV})
+    try:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+            futures = {pool.submit(task, *jobs[i]): i for i in order}
+            for fut in as_completed(futures):
+                collect(futures[fut], fut.result())
+    finally:
+        for v, old in saved.items():
+            if old is None:
+                os.environ.pop(v, None)
+            else:
+                os.environ[v] = old
+    return out  # type: ignore[return-value]
+
+
+def _job_cost_rank(job: tuple) -> int:
+    algo = next((a for a in job if isinstance(a, Algo)), None)
+    return _COST_ORDER.index(algo.strategy) if algo and algo.strategy in _COST_ORDER else 0
+
+
+def progress_line(name: str) -> Callable[[int, int, dict], None]:
+    """A progress callback printing one line per finished task on stderr."""
+    def report(done: int, total: int, res: dict) -> None:
+        print(f"[{name} {done}/{total}] run {res['run']} {res['label']}: "
+              f"R_T {sum(res['regret']):.2f}, {len(res['reset_times'])} resets, "
+              f"{res['cpu_s']:.1f} s cpu", file=sys.stderr, flush=True)
+    return report
+
+
+# ---------------------------------------------------------------------- statistics
+def detection_stats(reset_times: Sequence[Sequence[int]], t0: int, window: int) -> dict:
+    """ET-GP-UCB's reaction to a change at step `t0`, over runs (`reset_times[r]`: steps, sorted).
+
+    `delay = (first reset at t >= t0) - t0` (0: caught at the first measurement after the change);
+    a run without a reset at `t >= t0` has no delay and counts as undetected. `within_window` counts
+    delays `<= window`; `false_resets` counts resets at `t < t0` (all runs), `runs_with_false`
+    the runs that have any."""
+    delays = []
+    for times in reset_times:
+        after = [t for t in times if t >= t0]
+        if after:
+            delays.append(min(after) - t0)
+    false = [sum(1 for t in times if t < t0) for times in reset_times]
+    return {
+        "t0": t0, "window": window, "runs": len(reset_times), "delays": delays,
+        "detected": len(delays), "within_window": sum(1 for d in delays if d <= window),
+        "median_delay": float(np.median(delays)) if delays else None,
+        "min_delay": min(delays) if delays else None,
+        "max_delay": max(delays) if delays else None,
+        "false_resets": int(sum(false)), "runs_with_false": sum(1 for f in false if f),
+    }
+
+
+def summarize(algos: Sequence[Algo], results: list[dict], runs: int, horizon: int) -> list[dict]:
+    """Per algorithm: `R_T` mean and std (ddof 0) over runs, resets, mean and s.e.m. of `R_t / t`,
+    and the per-run regret sequences and reset steps (for the plots and results.json)."""
+    t = np.arange(1, horizon + 1)
+    by = {(r["label"], r["run"]): r for r in results}
+    out = []
+    for a in algos:
+        per_run = [by[(a.label, k)] for k in range(runs)]
+        regret = np.array([r["regret"] for r in per_run])
+        R = regret.sum(axis=1)
+        curves = np.cumsum(regret, axis=1) / t
+        resets = np.array([len(r["reset_times"]) for r in per_run])
+        out.append({
+            "label": a.label, "strategy": a.strategy, "params": dict(a.params),
+            "R_T_mean": float(R.mean()), "R_T_std": float(R.std()),
+            "R_T_median": float(np.median(R)),
+            "resets_mean": float(resets.mean()), "resets_std": float(resets.std()),
+            "failures": int(sum(r.get("failures", 0) for r in per_run)),
+            "cpu_s_mean": float(np.mean([r["cpu_s"] for r in per_run])),
+            "R_T": R.round(4).tolist(), "resets": resets.tolist(),
+            "reset_times": [r["reset_times"] for r in per_run],
+            "realisation": [r["realisation"] for r in per_run],
+            "mean_R_t_over_t": curves.mean(axis=0).round(5).tolist(),
+            "sem_R_t_over_t": (curves.std(axis=0) / math.sqrt(runs)).round(5).tolist(),
+            "regret": regret.round(6).tolist(),
+        })
+    return out
+
+
+def same_realisation(summary: list[dict]) -> bool:
+    """Every algorithm saw the same plant realisation in every run (the fingerprints agree)."""
+    first = summary[0]["realisation"]
+    return all(a["realisation"] == first for a in summary[1:])
+
+
+def wins(summary: list[dict]) -> dict[str, int]:
+    """Per algorithm label: in how many runs its `R_T` was the lowest of all (ties to each)."""
+    R = np.array([a["R_T"] for a in summary])  # (algorithms, runs)
+    best = R.min(axis=0)
+    return {a["label"]: int(np.sum(R[i] == best)) for i, a in enumerate(summary)}
+
+
+def lowest_regret_check(summary: list[dict], plant: str) -> dict:
+    """Claim: ET-GP-UCB has the lowest mean cumulative regret of the algorithms in `summary`.
+    The detail adds the medians and in how many runs ET-GP-UCB was the best (not tested)."""
+    et = next(a for a in summary if a["strategy"] == "et-gp-ucb")
+    rest = [a for a in summary if a is not et]
+    best = min(rest, key=lambda a: a["R_T_mean"])
+    holds = et["R_T_mean"] < best["R_T_mean"]  # strictly: a tie is not "the lowest"
+    others = ", ".join(f"{a['label']} {a['R_T_mean']:.2f}" for a in rest)
+    medians = ", ".join(f"{a['label'].split(' ')[0]} {a['R_T_median']:.2f}" for a in summary)
+    return {"name": f"{plant}: ET-GP-UCB has the lowest mean cumulative regret of the five",
+            "holds": bool(holds),
+            "detail": f"mean R_T: ET-GP-UCB {et['R_T_mean']:.2f} vs {others}"
+                      + ("" if holds else f" (lowest other: {best['label']})")
+                      + f"; medians: {medians}; ET-GP-UCB lowest in "
+                        f"{wins(summary)[et['label']]}/{len(et['R_T'])} runs"}
+
+
+# ---------------------------------------------------------------------- text
+def format_table(summary: list[dict], header: str) -> str:
+    w = wins(summary)
+    lines = [header, f"{'algorithm':<26} {'R_T mean +- std':>20} {'R_T median':>11} "
+                     f"{'best in':>8} {'resets mean':>12} {'failures':>9} {'cpu s/run':>10}"]
+    for a in summary:
+        rt = f"{a['R_T_mean']:.2f} +- {a['R_T_std']:.2f}"
+        lines.append(f"{a['label']:<26} {rt:>20} {a['R_T_median']:>11.2f} {w[a['label']]:>8d} "
+                     f"{a['resets_mean']:>12.2f} {a['failures']:>9d} {a['cpu_s_mean']:>10.2f}")
+    return "\n".join(lines)
+
+
+def format_detection(d: dict) -> str:
+    if not d["detected"]:
+        delay = "no reset at or after the change in any run"
+    else:
+        delay = (f"delay median {d['median_delay']:g} steps, range "
+                 f"{d['min_delay']}..{d['max_delay']}"
+                 f" (detected in {d['detected']}/{d['runs']} runs, within {d['window']} steps in "
+                 f"{d['within_window']}/{d['runs']})")
+    return (f"ET-GP-UCB detection of the change at t = {d['t0']}: {delay}; false resets before "
+            f"t = {d['t0']}: {d['false_resets']} in {d['runs_with_false']}/{d['runs']} runs")
+
+
+def format_claims(checks: list[dict]) -> str:
+    return "\n".join(f"[{'holds' if c['holds'] else 'does not hold'}] {c['name']}: {c['detail']}"
+                     for c in checks)
+
+
+# ---------------------------------------------------------------------- plots
+def figures(summary: list[dict], horizon: int, out: Path, title: str,
+            change_at: int | None = None) -> list[Path]:
+    """`regret.png`, three panels of `R_t / t` per algorithm: the mean over runs +- s.e.m. with a
+    rug of every ET-GP-UCB reset of every run; the median over runs (robust to a runaway run); and
+    run 0 with a marker at each of the algorithm's resets. `resets.png`: every reset of every run
+    (one row per run, per resetting algorithm). A dashed line marks `change_at`."""
+    from . import plots
+
+    t = np.arange(1, horizon + 1)
+    runs = len(summary[0]["R_T"])
+    fig, (mean_ax, median_ax, run_ax) = plots.panel_grid(3, ncols=3, size=(4.6, 3.6))
+    for a in summary:
+        m, s = np.array(a["mean_R_t_over_t"]), np.array(a["sem_R_t_over_t"])
+        (line,) = mean_ax.plot(t, m, lw=1.3, label=a["label"])
+        color = line.get_color()
+        mean_ax.fill_between(t, m - s, m + s, color=color, alpha=0.2, lw=0)
+        curves = np.cumsum(np.array(a["regret"]), axis=1) / t
+        median_ax.plot(t, np.median(curves, axis=0), lw=1.3, color=color, label=a["label"])
+        run_ax.plot(t, curves[0], lw=1.1, color=color, label=a["label"])
+        times = np.array(a["reset_times"][0], dtype=int)
+        if times.size:
+            run_ax.plot(times, curves[0][times - 1], "o", ms=3.5, mfc="none", color=color)
+        if a["strategy"] == "et-gp-ucb":
+            rug = [x for r in a["reset_times"] for x in r]
+            mean_ax.plot(rug, np.full(len(rug), -0.03 * float(np.max(m))), "|", ms=6, alpha=0.4,
+                         color=color, label="ET-GP-UCB resets (all runs)")
+    for ax, name in ((mean_ax, f"{title}: mean over {runs} runs"),
+                     (median_ax, f"{title}: median over {runs} runs"),
+                     (run_ax, f"{title}: run 0, o = reset")):
+        if change_at is not None:
+            ax.axvline(change_at, color="k", ls="--", lw=0.8)
+        ax.set(title=name, xlabel="t", ylabel="R_t / t", xlim=(1, horizon))
+        ax.legend(fontsize=6)
+    paths = [plots.save(fig, out / "regret.png")]
+    if any(sum(a["resets"]) for a in summary):
+        fig, (ax,) = plots.panel_grid(1, size=(6.4, 4.2))
+        plots._reset_raster(ax, {"case": title, "algorithms": summary}, horizon)
+        if change_at is not None:
+            ax.axvline(change_at, color="k", ls="--", lw=0.8)
+        paths.append(plots.save(fig, out / "resets.png"))
+    return paths
