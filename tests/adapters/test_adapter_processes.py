@@ -4,7 +4,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 import textwrap
 
 from daemon_harness import Daemon
@@ -26,22 +25,9 @@ def _daemon_with_shipped_plants(tmp_path):
     return d
 
 
-def _ping(d):
-    with DaemonClient(d.endpoint, "cartpole", timeout_s=0.5, retries=0) as c:
-        c.ping()
-
-
 def test_cartpole_adapter_stops_cleanly_on_sigint_and_resumes(tmp_path):
     d = _daemon_with_shipped_plants(tmp_path)
-    d.start(wait=False)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            _ping(d)
-            break
-        except Exception:
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+    d.start()  # waits until the daemon answers a ping
     records = tmp_path / "cart.jsonl"
     cmd = [sys.executable, "-m", "plant_adapters.cartpole", "--endpoint", d.endpoint,
            "--steps", "200", "--out", str(records)]
@@ -71,15 +57,7 @@ def test_cartpole_adapter_stops_cleanly_on_sigint_and_resumes(tmp_path):
 
 def test_temperature_adapter_reports_regret_against_the_hottest_sensor(tmp_path):
     d = _daemon_with_shipped_plants(tmp_path)
-    d.start(wait=False)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            _ping(d)
-            break
-        except Exception:
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+    d.start()  # waits until the daemon answers a ping
     out = subprocess.run([sys.executable, "-m", "plant_adapters.temperature", "--endpoint",
                           d.endpoint, "--steps", "12"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
