@@ -2,12 +2,8 @@
 and the dataset equal those of an uninterrupted run fed the same measurements."""
 
 import random
-import threading
-import time
 
-import msgpack
-import numpy as np
-from daemon_harness import Daemon, objective
+from daemon_harness import Daemon, KillSchedule, objective
 
 from tvbod.service.store import PlantStore
 
@@ -31,13 +27,15 @@ def _final_state(d):
     return s["t"], s["resets"], s["gp"]["X"], s["gp"]["y"]
 
 
-def _drive(d, progress=None):
+def _drive(d, schedule=None):
     with d.client(timeout_s=0.4, retries=400) as c:
-        for step in range(STEPS):
+        for step in range(1, STEPS + 1):
+            if schedule is not None:
+                schedule.gate(step)
             p = c.ask()
             c.tell(p["proposal_id"], objective(p["gains"], p["t"]))
-            if progress is not None:
-                progress[0] = step + 1
+            if schedule is not None:
+                schedule.completed(step)
         return c.reconnects
 
 
@@ -48,31 +46,12 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(tmp_path):
 
     d = Daemon(tmp_path / "crash", checkpoint_every=7).start()
     rng = random.Random(20261130)
-    kill_at = sorted(rng.sample(range(2, STEPS - 2), KILLS))
-    progress, kills, done = [0], [0], threading.Event()
-
-    def killer():
-        for target in kill_at:
-            while progress[0] < target and not done.is_set():
-                time.sleep(0.001)
-            if done.is_set():
-                return
-            time.sleep(rng.uniform(0.0, 0.012))  # land anywhere inside an ask/tell exchange
-            d.proc.kill()
-            d.proc.wait()
-            kills[0] += 1
-            d.start()  # waits until the new daemon answers, so every kill hits a serving daemon
-
-    thread = threading.Thread(target=killer)
-    thread.start()
-    try:
-        reconnects = _drive(d, progress)
-    finally:
-        done.set()
-        thread.join(120)
+    with KillSchedule(d, rng.sample(range(2, STEPS - 2), KILLS), rng) as schedule:
+        reconnects = _drive(d, schedule)
     d.wait_ready()
     assert d.stop() == 0
-    assert kills[0] >= 20 and reconnects > 0
+    kills = [schedule.kills]
+    assert kills[0] == KILLS and reconnects > 0
 
     history, expected = _history(d), _history(ref)
     assert [h[0] for h in history] == list(range(1, STEPS + 1)), "no step lost or duplicated"

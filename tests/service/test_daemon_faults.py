@@ -6,12 +6,11 @@ import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import msgpack
-from daemon_harness import Daemon, RawPeer
+from daemon_harness import Daemon, KillSchedule, RawPeer
 
 from plant_adapters.client import DaemonClient
 
@@ -33,20 +32,20 @@ def _rss_kb(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
-def _cartpole_session(d, steps, progress=None):
+def _cartpole_session(d, steps, schedule=None):
     from plant_adapters.cartpole.dynamics import CartPoleParams, CartPolePlant, FrictionProfile
 
     plant = CartPolePlant(CartPoleParams(), FrictionProfile.jump(2.2e-3, 2.5, steps // 2), seed=3)
     names = ("k_x", "k_xd", "k_phi", "k_phid")
     with DaemonClient(d.endpoint, "cartpole", timeout_s=0.5, retries=1000, adapter="cart") as c:
-        while True:
+        for step in range(1, steps + 1):
+            if schedule is not None:
+                schedule.gate(step)
             p = c.ask()
-            if p["t"] > steps:
-                return
             ev = plant.evaluate([p["gains"][k] for k in names], p["t"])
             c.tell(p["proposal_id"], ev.cost)
-            if progress is not None:
-                progress[0] = p["t"]
+            if schedule is not None:
+                schedule.completed(step)
 
 
 def _history(d):
@@ -66,31 +65,11 @@ def test_kill_loop_on_a_cartpole_session_loses_and_duplicates_nothing(tmp_path):
 
     d = _shipped_cartpole_daemon(tmp_path / "kill").start()
     rng = random.Random(5)
-    targets = sorted(rng.sample(range(2, steps - 1), kills_wanted)) if kills_wanted < steps - 3 else None
-    progress, kills, done = [0], [0], threading.Event()
-
-    def killer():
-        for target in targets:
-            while progress[0] < target and not done.is_set():
-                time.sleep(0.001)
-            if done.is_set():
-                return
-            time.sleep(rng.uniform(0.0, 0.02))
-            d.proc.kill()
-            d.proc.wait()
-            kills[0] += 1
-            d.start()
-
-    th = threading.Thread(target=killer)
-    th.start()
-    try:
-        _cartpole_session(d, steps, progress)
-    finally:
-        done.set()
-        th.join(600)
+    with KillSchedule(d, rng.sample(range(2, steps - 1), kills_wanted), rng) as schedule:
+        _cartpole_session(d, steps, schedule)
     d.wait_ready()
     assert d.stop() == 0
-    assert kills[0] == kills_wanted
+    assert schedule.kills == kills_wanted
     got, want = _history(d), _history(ref)
     assert [h[0] for h in got] == list(range(1, steps + 1))
     assert got == want

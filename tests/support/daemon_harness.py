@@ -145,3 +145,55 @@ class RawPeer:
 
     def close(self) -> None:
         self.sock.close(linger=0)
+
+
+class KillSchedule:
+    """SIGKILLs a daemon after given steps, at a random moment of the next exchange.
+
+    The client calls `gate(step)` before starting each step: it may not start step `s` until
+    every kill scheduled after step `s - 2` has happened, so a fast client cannot outrun the
+    schedule (each kill lands while step `target + 1` is in flight or just before it)."""
+
+    def __init__(self, daemon: Daemon, targets: list[int], rng) -> None:
+        import threading
+
+        self.daemon, self.targets, self.rng = daemon, sorted(targets), rng
+        self.progress = 0
+        self.kills = 0
+        self.done = threading.Event()
+        self._cond = threading.Condition()
+        self.thread = threading.Thread(target=self._run)
+
+    def gate(self, step: int) -> None:
+        with self._cond:
+            owed = sum(t <= step - 2 for t in self.targets)
+            self._cond.wait_for(lambda: self.kills >= owed or self.done.is_set(), timeout=120)
+
+    def completed(self, step: int) -> None:
+        with self._cond:
+            self.progress = step
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        for target in self.targets:
+            with self._cond:
+                self._cond.wait_for(lambda: self.progress >= target or self.done.is_set())
+            if self.done.is_set():
+                return
+            time.sleep(self.rng.uniform(0.0, 0.012))
+            self.daemon.proc.kill()
+            self.daemon.proc.wait()
+            self.daemon.start()  # waits until the new daemon answers
+            with self._cond:
+                self.kills += 1
+                self._cond.notify_all()
+
+    def __enter__(self) -> "KillSchedule":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        with self._cond:
+            self._cond.notify_all()
+        self.thread.join(600)
