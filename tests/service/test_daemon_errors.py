@@ -95,7 +95,7 @@ def test_internal_error_is_answered_and_the_daemon_stays_up(tmp_path):
     peer = RawPeer(d.endpoint)
     fault.write_text("internal")
     reply = peer.send({"v": 1, "id": "i", "type": "ping"})
-    assert reply["error"]["code"] == "internal"
+    assert reply["error"]["code"] == "internal" and reply["id"] == "i"
     fault.write_text("")
     assert peer.send({"v": 1, "id": "j", "type": "ping"})["pong"] is True
     peer.close()

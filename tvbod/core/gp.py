@@ -286,7 +286,7 @@ class ExactGP:
         return mean, np.maximum(var, 0.0), dmean, dvar
 
     # ------------------------------------------------------------------ finite query set
-    def attach_query_set(self, Zq: np.ndarray, past_factor=None) -> None:
+    def attach_query_set(self, Zq: np.ndarray) -> None:
         """Keep the posterior on a fixed finite set `Zq` up to date with O(n m) work per append.
 
         Valid when the cross-covariance between a past observation and a later query does not

@@ -62,20 +62,20 @@ class ClientErrorLimiter:
     """Log the first few client errors of a peer per window, count the rest (fuzzers are loud)."""
 
     def __init__(self) -> None:
-        self.windows: dict[bytes, list[float | int]] = {}
+        self.windows: dict[bytes, tuple[float, int, int]] = {}
 
     def allow(self, peer: bytes, now: float) -> tuple[bool, int]:
-        start, count, dropped = self.windows.get(peer, [now, 0, 0])
+        """`(log this one?, errors suppressed in the peer's previous window, to report now)`."""
+        start, count, dropped = self.windows.get(peer, (now, 0, 0))
+        reported = 0
         if now - start > _CLIENT_ERROR_WINDOW_S:
-            start, count, dropped_before = now, 0, dropped
-        else:
-            dropped_before = 0
+            reported, start, count, dropped = dropped, now, 0, 0
         count += 1
         ok = count <= _CLIENT_ERROR_BURST
-        self.windows[peer] = [start, count, 0 if dropped_before else dropped + (not ok)]
+        self.windows[peer] = (start, count, dropped + (not ok))
         if len(self.windows) > 10_000:
             self.windows.clear()
-        return ok, int(dropped_before)
+        return ok, reported
 
 
 class Server:
@@ -404,6 +404,7 @@ class Server:
         except ProtocolError as exc:
             self._client_error(peer, exc)
             return [peer, encode(exc.to_reply())] if peer else None
+        req = None
         try:
             req = decode_request(env.payload, self.config.max_message_bytes)
             if self._fault_check is not None:
@@ -415,7 +416,8 @@ class Server:
         except Exception as exc:  # noqa: BLE001 - the one place internal errors become replies
             self.sink.emit("internal_error", level="error", error=repr(exc),
                            traceback=traceback.format_exc(limit=8))
-            reply = error_reply(None, ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}")
+            rid = req.request_id if req is not None else None
+            reply = error_reply(rid, ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}")
         return env.reply_frames(encode(reply))
 
     def _client_error(self, peer: bytes, exc: ProtocolError) -> None:
