@@ -58,6 +58,27 @@ def test_adaptive_end_to_end(tmp_path, capsys):
     assert "GP-EI" in capsys.readouterr().out
 
 
+def test_adaptive_grid_resumes_from_runs_jsonl_and_skips_a_torn_line(tmp_path, capsys):
+    common = dict(problems="branin", noises="0.01", evals=4, workers=1, out=tmp_path, no_plots=True)
+    assert adaptive.run(_args(adaptive, trials=1, **common)) == 0
+    runs = tmp_path / "runs.jsonl"
+    first = {json.loads(line)["key"]: json.loads(line) for line in runs.read_text().splitlines()}
+    assert len(first) == 9
+    with runs.open("a") as f:
+        f.write('{"key": "torn')  # a grid killed mid-write
+    capsys.readouterr()
+    assert adaptive.run(_args(adaptive, trials=2, **common)) == 0
+    assert "resuming: 9 of 18 runs" in capsys.readouterr().err
+    recorded = [json.loads(line) for line in runs.read_text().splitlines() if line.endswith("}")]
+    assert len({r["key"] for r in recorded}) == 18 and len(recorded) == 18  # nothing re-run
+    # a resumed grid equals a fresh one: runs are seeded per (seed, trial), not by order
+    assert adaptive.run(_args(adaptive, trials=2, fresh=True, **common)) == 0
+    fresh = {json.loads(line)["key"]: json.loads(line) for line in runs.read_text().splitlines()}
+    assert len(fresh) == 18
+    for key, r in first.items():
+        assert fresh[key]["values"] == r["values"]
+
+
 def test_agpucb_end_to_end(tmp_path):
     args = _args(agpucb, runs=1, horizon=6, workers=1, out=tmp_path)
     assert agpucb.run(args) == 0
@@ -72,3 +93,54 @@ def test_benches_are_registered_in_the_cli():
 
     assert cli.BENCHES["adaptive"][0] == "tvbod.bench.adaptive"
     assert cli.BENCHES["agpucb"][0] == "tvbod.bench.agpucb"
+
+
+@pytest.mark.parametrize("composition", ["within-model", "cartpole"])
+def test_composition_runs_each_variant_on_the_same_realisation(tmp_path, capsys, composition):
+    args = _args(adaptive, composition=composition, trials=2, horizon=12, workers=1, out=tmp_path)
+    assert adaptive.run(args) == 0
+    doc = json.loads((tmp_path / f"composition-{composition}.json").read_text())
+    assert [a["label"] for a in doc["algorithms"]] == [label for label, _ in adaptive.COMPOSED]
+    realisations = [a["realisation"] for a in doc["algorithms"]]
+    assert all(r == realisations[0] for r in realisations)
+    diag = {d["label"]: d for d in doc["diagnostics"]}
+    assert diag["ET-GP-UCB"]["better_than_et"] == diag["ET-GP-UCB"]["worse_than_et"] == 0
+    assert diag["ET-GP-UCB"]["final_state_median"] == {}
+    assert set(diag["ET-GP-UCB + adaptive kappa"]["final_state_median"]) == {"kappa", "lambda"}
+    assert set(diag["ET-GP-UCB + A-GP-UCB"]["final_state_median"]) == {"h"}
+    assert set(diag["ET-GP-UCB + A-GP-UCB (B_0 = 0.1)"]["final_state_median"]) == {"h"}
+    assert diag["ET-GP-UCB + A-GP-UCB"]["final_state_median"]["h"] >= 1.0
+    assert "runs better / worse than ET-GP-UCB" in capsys.readouterr().out
+
+
+def test_aggregate_ranks_algorithms_and_groups_the_claim_by_dimension_and_noise():
+    labels = [label for label, _ in adaptive.algorithms()]
+
+    def cell(name, noise, best_label, adaptive_better):
+        rows = []
+        for i, label in enumerate(labels):
+            regret = 10.0 + i  # adaptive 10-12, GP-EI 17, random 18
+            if label.startswith("GP-UCB"):  # indices 3-6
+                regret = 20.0 + i if adaptive_better else 2.0 + i
+            if label == best_label:
+                regret = 1.0
+            rows.append({"problem": name, "noise": noise, "label": label, "regret_mean": regret,
+                         "norm_regret_mean": regret / 1000.0})
+        return rows
+
+    summary = (cell("branin", 0.01, "GP-EI", adaptive_better=True)
+               + cell("levy-10", 0.01, "GP-EI", adaptive_better=False)
+               + cell("levy-10", 0.05, "Sobol random", adaptive_better=False))
+    checks = adaptive.claims(summary)
+    assert [c["adaptive_wins"] for c in checks] == [True, False, False]
+    agg = adaptive.aggregate(summary, checks)
+    ranks = {a["label"]: a for a in agg["algorithms"]}
+    assert agg["cells"] == 3
+    assert ranks["GP-EI"]["cells_won"] == 2 and ranks["Sobol random"]["cells_won"] == 1
+    assert ranks["GP-EI"]["mean_rank"] == pytest.approx((1 + 1 + 9) / 3)
+    assert ranks["adaptive (lambda_1=0.001)"]["mean_rank"] == pytest.approx((2 + 6 + 6) / 3)
+    assert agg["claim"]["d = 2"] == {"cells": 1, "adaptive_wins": 1,
+                                     "median_ratio": pytest.approx(10.0 / 23.0)}
+    assert agg["claim"]["d = 10"]["adaptive_wins"] == 0 and agg["claim"]["d = 10"]["cells"] == 2
+    assert agg["claim"]["noise 0.01"]["cells"] == 2 and agg["claim"]["all"]["adaptive_wins"] == 1
+    assert "mean rank of 3 cells" in adaptive.format_aggregate(agg)

@@ -107,6 +107,7 @@ def summarize(results: list[dict], evals: int) -> list[dict]:
                     "best_mean": float(best[:, -1].mean()), "best_std": float(best[:, -1].std()),
                     "regret_mean": float((best[:, -1] - p.f_min).mean()),
                     "regret_std": float((best[:, -1] - p.f_min).std()),
+                    "norm_regret_mean": float((1.0 - prog[:, -1]).mean()),
                     "reach": reach, "ms_per_iter": 1e3 * float(np.mean([r["s_per_iter"] for r in rs])),
                     "kappa_mean": np.mean(kap, axis=0).round(4).tolist() if kap else None})
     return out
@@ -137,21 +138,74 @@ def claims(summary: list[dict]) -> list[dict]:
         ad = min((a for a in rows if a["label"].startswith("adaptive")), key=lambda a: a["regret_mean"])
         fx = min((a for a in rows if a["label"].startswith("GP-UCB")), key=lambda a: a["regret_mean"])
         out.append({"problem": name, "noise": noise, "adaptive_wins": ad["regret_mean"] < fx["regret_mean"],
-                    "adaptive": [ad["label"], ad["regret_mean"]], "fixed": [fx["label"], fx["regret_mean"]]})
+                    "adaptive": [ad["label"], ad["regret_mean"]], "fixed": [fx["label"], fx["regret_mean"]],
+                    "ratio": ad["norm_regret_mean"] / max(fx["norm_regret_mean"], 1e-300)})
     return out
 
 
+def dim_group(name: str) -> str:
+    d = problem(name).dim
+    return "d = 2" if d <= 2 else ("d = 5-6" if d <= 6 else "d = 10")
+
+
+def aggregate(summary: list[dict], checks: list[dict]) -> dict:
+    """The grid in a few numbers: each algorithm's mean rank (by mean simple regret, 1 = best, over
+    all (problem, noise) cells), the cells it wins, and the adaptive-vs-fixed claim per dimension
+    group and noise level: cells where the best adaptive beats the best fixed kappa, and the median
+    ratio of their normalized regrets `(best - f_min) / (f_ref - f_min)` (< 1: adaptive better)."""
+    cells = sorted({(a["problem"], a["noise"]) for a in summary})
+    labels = [label for label, _ in algorithms()]
+    ranks: dict[str, list[float]] = {label: [] for label in labels}
+    wins = dict.fromkeys(labels, 0)
+    for cell in cells:
+        rows = {a["label"]: a["regret_mean"] for a in summary if (a["problem"], a["noise"]) == cell}
+        order = sorted(rows, key=rows.get)
+        wins[order[0]] += 1
+        for i, label in enumerate(order):
+            ranks[label].append(i + 1.0)
+    groups: dict[str, list[dict]] = {}
+    for g in ("d = 2", "d = 5-6", "d = 10"):
+        groups[g] = [c for c in checks if dim_group(c["problem"]) == g]
+    for noise in sorted({c["noise"] for c in checks}):
+        groups[f"noise {noise:g}"] = [c for c in checks if c["noise"] == noise]
+    groups = {g: cs for g, cs in groups.items() if cs} | {"all": checks}
+    return {"cells": len(cells),
+            "algorithms": [{"label": label, "mean_rank": float(np.mean(ranks[label])),
+                            "cells_won": wins[label]} for label in labels if ranks[label]],
+            "claim": {g: {"cells": len(cs), "adaptive_wins": sum(c["adaptive_wins"] for c in cs),
+                          "median_ratio": float(np.median([c["ratio"] for c in cs]))}
+                      for g, cs in groups.items()}}
+
+
+def format_aggregate(agg: dict) -> str:
+    lines = [f"| algorithm | mean rank of {agg['cells']} cells (1 = best of 9) | cells won |",
+             "| --- | --- | --- |"]
+    lines += [f"| {a['label']} | {a['mean_rank']:.2f} | {a['cells_won']} |" for a in agg["algorithms"]]
+    lines += ["", "| cells | best adaptive beats best fixed kappa | median normalized-regret ratio "
+                  "(adaptive / fixed) |", "| --- | --- | --- |"]
+    lines += [f"| {g} | {c['adaptive_wins']} of {c['cells']} | {c['median_ratio']:.3g} |"
+              for g, c in agg["claim"].items()]
+    return "\n".join(lines)
+
+
 def kappa_figure(summary: list[dict], out: Path) -> Path:
+    """Mean `kappa_t` over trials: one panel per problem, one line per (adaptive variant, noise);
+    the line style marks `lambda_1`, the colour the noise level."""
     from . import plots
 
-    probs = sorted({(a["problem"], a["noise"]) for a in summary if a["kappa_mean"]})
-    fig, axes = plots.panel_grid(len(probs))
-    for ax, (name, noise) in zip(axes, probs):
+    names = list(dict.fromkeys(a["problem"] for a in summary if a["kappa_mean"]))
+    noises = sorted({a["noise"] for a in summary})
+    styles = dict(zip(LAMBDAS, ("-", "--", ":")))
+    fig, axes = plots.panel_grid(len(names), ncols=4)
+    for ax, name in zip(axes, names):
         for a in summary:
-            if (a["problem"], a["noise"]) == (name, noise) and a["label"].startswith("adaptive"):
-                ax.plot(range(1, len(a["kappa_mean"]) + 1), a["kappa_mean"], label=a["label"])
-        ax.set(title=f"{name}, noise {noise:g}", xlabel="evaluation", ylabel="mean kappa_t")
-        ax.legend(fontsize=7)
+            if a["problem"] == name and a["label"].startswith("adaptive"):
+                lam = next(v for v in LAMBDAS if a["label"] == f"adaptive (lambda_1={v:g})")
+                ax.plot(range(1, len(a["kappa_mean"]) + 1), a["kappa_mean"], styles[lam],
+                        color=f"C{noises.index(a['noise'])}", lw=1,
+                        label=f"noise {a['noise']:g}, lambda_1 {lam:g}")
+        ax.set(title=name, xlabel="evaluation", ylabel="mean kappa_t", yscale="log")
+    axes[0].legend(fontsize=6)
     return plots.save(fig, out / "kappa.png")
 
 
@@ -159,7 +213,10 @@ def kappa_figure(summary: list[dict], out: Path) -> Path:
 COMPOSED = (("ET-GP-UCB", {}),
             ("ET-GP-UCB + adaptive kappa", {"exploration": {"type": "adaptive", "kappa0": KAPPA0,
                                                             "lambda0": 0.01}}),
-            ("ET-GP-UCB + A-GP-UCB", {"exploration": {"type": "agpucb", "norm_bound": 0.5}}))
+            ("ET-GP-UCB + A-GP-UCB", {"exploration": {"type": "agpucb", "norm_bound": 0.5}}),
+            # sensitivity: a smaller norm-bound guess B_0 (the norm term b(tau) h^(d/2) B_0 is added
+            # to sqrt(beta_t), so B_0 sets how much extra exploration A-GP-UCB buys)
+            ("ET-GP-UCB + A-GP-UCB (B_0 = 0.1)", {"exploration": {"type": "agpucb", "norm_bound": 0.1}}))
 
 
 def within_model_task(run: int, label: str, keys: dict, seed: int, horizon: int, eps: float) -> dict:
@@ -185,6 +242,7 @@ def within_model_task(run: int, label: str, keys: dict, seed: int, horizon: int,
         if s.tell(x, float(F[t, i] + noise[t])).reset:
             resets.append(t + 1)
     return {"run": run, "label": label, "regret": wm.regret(F, idx).tolist(), "reset_times": resets,
+            "exploration": None if s.exploration is None else s.exploration.state_dict(),
             "cpu_s": time.process_time() - t0, "realisation": {"optimum": float(F.max(axis=1).sum())}}
 
 
@@ -205,14 +263,64 @@ def run_composition(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     results = pr.execute(task, jobs, args.workers, pr.progress_line(args.composition))
     wall = time.perf_counter() - t0
-    summary = pr.summarize(algos, results, args.trials or 3, horizon)
-    print(pr.format_table(summary, f"{args.composition}: ET-GP-UCB compositions, "
-                                   f"{args.trials or 3} runs, T = {horizon}"))
+    runs = args.trials or 3
+    summary = pr.summarize(algos, results, runs, horizon)
+    jump = cp.JUMP_AT if args.composition == "cartpole" else None
+    diag = composition_diagnostics(summary, results, jump)
+    print(pr.format_table(summary, f"{args.composition}: ET-GP-UCB compositions, {runs} runs, "
+                                   f"T = {horizon}"))
+    print()
+    print(format_diagnostics(diag, jump))
     print(f"\nwall time {wall:.1f} s with {args.workers} worker(s)")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"composition-{args.composition}.json").write_text(
-        json.dumps({"wall_time_s": round(wall, 1), "algorithms": summary}, indent=1, default=str))
+        json.dumps({"wall_time_s": round(wall, 1), "runs": runs, "horizon": horizon,
+                    "diagnostics": diag, "algorithms": summary}, indent=1, default=str))
     return 0
+
+
+def composition_diagnostics(summary: list[dict], results: list[dict], jump: int | None) -> list[dict]:
+    """Per variant: paired comparison with plain ET-GP-UCB (runs with lower / higher `R_T` on the
+    same realisation), resets before and after the jump (cart-pole), and the exploration state at
+    the end (`kappa`, `lambda`; A-GP-UCB's `h`), as medians over runs."""
+    base = np.array(summary[0]["R_T"])
+    out = []
+    for a in summary:
+        R = np.array(a["R_T"])
+        states = [r["exploration"] for r in results if r["label"] == a["label"] and r.get("exploration")]
+        d = {"label": a["label"], "better_than_et": int(np.sum(R < base)),
+             "worse_than_et": int(np.sum(R > base)), "runs": len(R),
+             "final_state_median": {k: float(np.median([s[k] for s in states]))
+                                    for k in ("kappa", "lambda", "h")
+                                    if states and states[0].get(k) is not None}}
+        if jump is not None:
+            times = a["reset_times"]
+            before = [sum(1 for t in ts if t < jump) for ts in times]
+            delay = [min((t - jump for t in ts if t >= jump), default=None) for ts in times]
+            got = [x for x in delay if x is not None]
+            d |= {"false_resets_mean": float(np.mean(before)),
+                  "runs_with_false_resets": int(sum(b > 0 for b in before)),
+                  "resets_after_jump_mean": float(np.mean([len(ts) - b for ts, b in zip(times, before)])),
+                  "detection_delay_median": float(np.median(got)) if got else None,
+                  "detected": len(got)}
+        out.append(d)
+    return out
+
+
+def format_diagnostics(diag: list[dict], jump: int | None) -> str:
+    head = "| variant | runs better / worse than ET-GP-UCB | final state (median) |"
+    if jump is not None:
+        head += f" resets before t = {jump} (mean; runs) | resets from t = {jump} (mean) | detection delay (median; detected) |"
+    lines = [head, "|" + " --- |" * (head.count("|") - 1)]
+    for d in diag:
+        state = ", ".join(f"{k} {v:.3g}" for k, v in d["final_state_median"].items()) or "-"
+        row = f"| {d['label']} | {d['better_than_et']} / {d['worse_than_et']} of {d['runs']} | {state} |"
+        if jump is not None:
+            delay = "-" if d["detection_delay_median"] is None else f"{d['detection_delay_median']:g}"
+            row += (f" {d['false_resets_mean']:.2f} ({d['runs_with_false_resets']}) |"
+                    f" {d['resets_after_jump_mean']:.2f} | {delay} ({d['detected']}/{d['runs']}) |")
+        lines.append(row)
+    return "\n".join(lines)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -230,6 +338,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("bench-out/adaptive"))
     parser.add_argument("--no-plots", action="store_true")
+    parser.add_argument("--fresh", action="store_true",
+                        help="discard <out>/runs.jsonl instead of resuming the runs it records")
+
+
+
+def run_key(problem_name: str, noise: float, label: str, trial: int, seed: int, evals: int) -> str:
+    """Identity of one grid run in `runs.jsonl`: a resumed grid skips the runs already recorded."""
+    return f"{problem_name}|{noise:g}|{label}|{trial}|{seed}|{evals}"
+
+
+def load_runs(path: Path) -> dict[str, dict]:
+    """Completed runs from an earlier (possibly interrupted) grid; a torn last line is cut off."""
+    done: dict[str, dict] = {}
+    if not path.exists():
+        return done
+    text = path.read_text()
+    if text and not text.endswith("\n"):  # cut a torn tail, so the next append starts a clean line
+        text = text[: text.rfind("\n") + 1]
+        path.write_text(text)
+    for line in text.splitlines():
+        try:
+            r = json.loads(line)
+            done[r["key"]] = r
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue
+    return done
 
 
 def run(args: argparse.Namespace) -> int:
@@ -244,14 +378,33 @@ def run(args: argparse.Namespace) -> int:
         noises = tuple(float(v) for v in args.noises.split(","))
     for name in problems:
         problem(name)  # fail early on a typo
+    # Noise-major order: an interrupted grid leaves whole (problem, noise) cells, not scattered runs.
     jobs = [(name, noise, label, keys, trial, args.seed, args.evals)
-            for name in problems for noise in noises for label, keys in algorithms()
+            for noise in noises for name in problems for label, keys in algorithms()
             for trial in range(trials)]
-    t0 = time.perf_counter()
-    results = pr.execute(run_task, jobs, args.workers,
-                         lambda d, n, r: print(f"[{d}/{n}] {r['problem']} {r['noise']:g} {r['label']} "
-                                               f"#{r['trial']}", file=sys.stderr, flush=True))
-    wall = time.perf_counter() - t0
+    args.out.mkdir(parents=True, exist_ok=True)
+    runs_path = args.out / "runs.jsonl"
+    if args.fresh and runs_path.exists():
+        runs_path.unlink()
+    done = load_runs(runs_path)
+    wanted = [run_key(n, z, lab, tr, sd, ev) for n, z, lab, _, tr, sd, ev in jobs]
+    todo = [job for job, key in zip(jobs, wanted) if key not in done]
+    if len(todo) < len(jobs):
+        print(f"resuming: {len(jobs) - len(todo)} of {len(jobs)} runs already in {runs_path}",
+              file=sys.stderr)
+    with runs_path.open("a") as sink:
+        def record(d: int, n: int, r: dict) -> None:
+            r["key"] = run_key(r["problem"], r["noise"], r["label"], r["trial"], args.seed, args.evals)
+            sink.write(json.dumps(r) + "\n")
+            sink.flush()
+            done[r["key"]] = r
+            print(f"[{d}/{n}] {r['problem']} {r['noise']:g} {r['label']} #{r['trial']}",
+                  file=sys.stderr, flush=True)
+
+        t0 = time.perf_counter()
+        pr.execute(run_task, todo, args.workers, record)
+        wall = time.perf_counter() - t0
+    results = [done[k] for k in wanted]
     summary = summarize(results, args.evals)
     checks = claims(summary)
     print(format_table(summary))
@@ -259,11 +412,16 @@ def run(args: argparse.Namespace) -> int:
     for c in checks:
         print(f"{c['problem']} noise {c['noise']:g}: adaptive {'beats' if c['adaptive_wins'] else 'does not beat'}"
               f" fixed kappa ({c['adaptive'][0]} {c['adaptive'][1]:.4g} vs {c['fixed'][0]} {c['fixed'][1]:.4g})")
-    print(f"\nwall time {wall:.1f} s with {args.workers} worker(s), {len(jobs)} runs")
-    args.out.mkdir(parents=True, exist_ok=True)
+    cpu = sum(r["s_per_iter"] * args.evals for r in results)
+    agg = aggregate(summary, checks)
+    print()
+    print(format_aggregate(agg))
+    print(f"\nwall time {wall:.1f} s with {args.workers} worker(s) for {len(todo)} new runs; "
+          f"{len(jobs)} runs in the table ({cpu / 60:.1f} CPU-minutes of optimizer time in all)")
     doc = {"config": {"problems": list(problems), "noises": list(noises), "trials": trials,
                       "evals": args.evals, "seed": args.seed, "quick": args.quick},
-           "wall_time_s": round(wall, 1), "summary": summary, "claims": checks}
+           "wall_time_s": round(wall, 1), "new_runs": len(todo), "cpu_minutes": round(cpu / 60, 1),
+           "aggregate": agg, "summary": summary, "claims": checks}
     (args.out / "results.json").write_text(json.dumps(doc, indent=1))
     if not args.no_plots:
         print(f"wrote {kappa_figure(summary, args.out)}", file=sys.stderr)

@@ -142,6 +142,7 @@ def run_task(run: int, algo: pr.Algo, seed: int, cfg: Config) -> dict:
     return {"run": run, "label": algo.label, "regret": regret, "reset_times": resets,
             "failures": failures, "outside_prior": int(outside),
             "lengthscales": strategy.lengthscales.round(4).tolist(),
+            "exploration": None if strategy.exploration is None else strategy.exploration.state_dict(),
             "realisation": {"plant_seed": rs, "optimal_cost_sum": round(optimum, 9)},
             "cpu_s": time.process_time() - t_start}
 

@@ -195,11 +195,12 @@ def lowest_regret_check(summary: list[dict], plant: str) -> dict:
 # ---------------------------------------------------------------------- text
 def format_table(summary: list[dict], header: str) -> str:
     w = wins(summary)
-    lines = [header, f"{'algorithm':<26} {'R_T mean +- std':>20} {'R_T median':>11} "
+    lw = max([26, *(len(a["label"]) for a in summary)])
+    lines = [header, f"{'algorithm':<{lw}} {'R_T mean +- std':>20} {'R_T median':>11} "
                      f"{'best in':>8} {'resets mean':>12} {'failures':>9} {'cpu s/run':>10}"]
     for a in summary:
         rt = f"{a['R_T_mean']:.2f} +- {a['R_T_std']:.2f}"
-        lines.append(f"{a['label']:<26} {rt:>20} {a['R_T_median']:>11.2f} {w[a['label']]:>8d} "
+        lines.append(f"{a['label']:<{lw}} {rt:>20} {a['R_T_median']:>11.2f} {w[a['label']]:>8d} "
                      f"{a['resets_mean']:>12.2f} {a['failures']:>9d} {a['cpu_s_mean']:>10.2f}")
     return "\n".join(lines)
 
