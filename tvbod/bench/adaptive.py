@@ -276,6 +276,11 @@ def run_composition(args: argparse.Namespace) -> int:
     (args.out / f"composition-{args.composition}.json").write_text(
         json.dumps({"wall_time_s": round(wall, 1), "runs": runs, "horizon": horizon,
                     "diagnostics": diag, "algorithms": summary}, indent=1, default=str))
+    if not args.no_plots:
+        fig_dir = args.out / f"composition-{args.composition}"
+        fig_dir.mkdir(exist_ok=True)
+        for path in pr.figures(summary, horizon, fig_dir, args.composition, change_at=jump):
+            print(f"wrote {path}", file=sys.stderr)
     return 0
 
 

@@ -248,7 +248,7 @@ def figures(summary: list[dict], horizon: int, out: Path, title: str,
         if a["strategy"] == "et-gp-ucb":
             rug = [x for r in a["reset_times"] for x in r]
             mean_ax.plot(rug, np.full(len(rug), -0.03 * float(np.max(m))), "|", ms=6, alpha=0.4,
-                         color=color, label="ET-GP-UCB resets (all runs)")
+                         color=color, label=f"{a['label']}: resets (all runs)")
     for ax, name in ((mean_ax, f"{title}: mean over {runs} runs"),
                      (median_ax, f"{title}: median over {runs} runs"),
                      (run_ax, f"{title}: run 0, o = reset")):
