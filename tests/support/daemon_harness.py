@@ -30,7 +30,7 @@ optimizer:
   noise_variance: 0.01
   budget: {{candidates: 256, starts: 2, maxiter: 20}}
   seed: {seed}
-"""
+{extra}"""
 
 
 def objective(gains: dict, t: int) -> float:
@@ -64,7 +64,8 @@ class Daemon:
             checkpoint_every: {checkpoint_every}
             """))
         for name, kw in (plants or {"alpha": {}}).items():
-            values = {"name": name, "sense": "minimize", "timeout": 60, "penalty": 10.0, "seed": 1}
+            values = {"name": name, "sense": "minimize", "timeout": 60, "penalty": 10.0, "seed": 1,
+                      "extra": ""}  # extra: more `optimizer:` lines, indented by two spaces
             values.update(kw)
             (root / "plants" / f"{name}.yaml").write_text(PLANT_BOX.format(**values))
         self.proc: subprocess.Popen | None = None
