@@ -141,8 +141,30 @@ def test_aggregate_ranks_algorithms_and_groups_the_claim_by_dimension_and_noise(
     assert ranks["GP-EI"]["cells_won"] == 2 and ranks["Sobol random"]["cells_won"] == 1
     assert ranks["GP-EI"]["mean_rank"] == pytest.approx((1 + 1 + 9) / 3)
     assert ranks["adaptive (lambda_1=0.001)"]["mean_rank"] == pytest.approx((2 + 6 + 6) / 3)
-    assert agg["claim"]["d = 2"] == {"cells": 1, "adaptive_wins": 1,
+    assert agg["claim"]["d = 2"] == {"cells": 1, "adaptive_wins": 1, "significant_wins": 0,
+                                     "significant_losses": 0,  # no per-trial regrets: no test
                                      "median_ratio": pytest.approx(10.0 / 23.0)}
     assert agg["claim"]["d = 10"]["adaptive_wins"] == 0 and agg["claim"]["d = 10"]["cells"] == 2
     assert agg["claim"]["noise 0.01"]["cells"] == 2 and agg["claim"]["all"]["adaptive_wins"] == 1
     assert "mean rank of 3 cells" in adaptive.format_aggregate(agg)
+
+
+def test_claims_test_significance_on_the_per_trial_regrets():
+    rng = np.random.default_rng(0)
+
+    def rows(adaptive_regrets, fixed_regrets):
+        out = []
+        for label, _ in adaptive.algorithms():
+            r = adaptive_regrets if label.startswith("adaptive") else fixed_regrets
+            out.append({"problem": "branin", "noise": 0.01, "label": label, "regrets": list(r),
+                        "regret_mean": float(np.mean(r)), "norm_regret_mean": float(np.mean(r))})
+        return out
+
+    clear = adaptive.claims(rows(rng.uniform(0, 1, 30), rng.uniform(2, 3, 30)))[0]
+    assert clear["adaptive_wins"] and clear["p_value"] < 1e-6
+    same = rng.uniform(0, 1, 30)
+    tie = adaptive.claims(rows(same, same))[0]
+    assert not tie["adaptive_wins"] and tie["p_value"] == 1.0
+    agg = adaptive.aggregate(rows(rng.uniform(0, 1, 30), rng.uniform(2, 3, 30)),
+                             adaptive.claims(rows(rng.uniform(0, 1, 30), rng.uniform(2, 3, 30))))
+    assert agg["claim"]["all"]["significant_wins"] == 1 and agg["claim"]["all"]["significant_losses"] == 0

@@ -30,6 +30,7 @@ KAPPAS = (0.1, 0.5, 1.0, 2.0)
 KAPPA0, KAPPA_MIN, KAPPA_MAX, LAMBDA_MAX = 2.0, 0.1, 10.0, 1.0
 QUICK = {"problems": ("branin", "levy-5", "hartmann6"), "noises": (0.01,), "trials": 5}
 LEVELS = (0.9, 0.95, 0.99)
+ALPHA = 0.05  # significance level of the per-cell adaptive-vs-fixed test
 
 
 def algorithms() -> list[tuple[str, dict]]:
@@ -108,6 +109,7 @@ def summarize(results: list[dict], evals: int) -> list[dict]:
                     "regret_mean": float((best[:, -1] - p.f_min).mean()),
                     "regret_std": float((best[:, -1] - p.f_min).std()),
                     "norm_regret_mean": float((1.0 - prog[:, -1]).mean()),
+                    "regrets": (best[:, -1] - p.f_min).tolist(),
                     "reach": reach, "ms_per_iter": 1e3 * float(np.mean([r["s_per_iter"] for r in rs])),
                     "kappa_mean": np.mean(kap, axis=0).round(4).tolist() if kap else None})
     return out
@@ -130,7 +132,10 @@ def format_table(summary: list[dict]) -> str:
 
 
 def claims(summary: list[dict]) -> list[dict]:
-    """Adaptive (best lambda_1) vs the best fixed kappa, per (problem, noise), by mean regret."""
+    """Adaptive (best lambda_1) vs the best fixed kappa, per (problem, noise), by mean regret; with
+    the per-trial regrets, also a two-sided Mann-Whitney U test of the two (`p_value`)."""
+    from scipy.stats import mannwhitneyu
+
     out = []
     keys = sorted({(a["problem"], a["noise"]) for a in summary})
     for name, noise in keys:
@@ -140,6 +145,10 @@ def claims(summary: list[dict]) -> list[dict]:
         out.append({"problem": name, "noise": noise, "adaptive_wins": ad["regret_mean"] < fx["regret_mean"],
                     "adaptive": [ad["label"], ad["regret_mean"]], "fixed": [fx["label"], fx["regret_mean"]],
                     "ratio": ad["norm_regret_mean"] / max(fx["norm_regret_mean"], 1e-300)})
+        if "regrets" in ad and "regrets" in fx:
+            a, b = np.asarray(ad["regrets"]), np.asarray(fx["regrets"])
+            same = np.array_equal(np.sort(a), np.sort(b))
+            out[-1]["p_value"] = 1.0 if same else float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
     return out
 
 
@@ -173,6 +182,10 @@ def aggregate(summary: list[dict], checks: list[dict]) -> dict:
             "algorithms": [{"label": label, "mean_rank": float(np.mean(ranks[label])),
                             "cells_won": wins[label]} for label in labels if ranks[label]],
             "claim": {g: {"cells": len(cs), "adaptive_wins": sum(c["adaptive_wins"] for c in cs),
+                          "significant_wins": sum(c["adaptive_wins"] and c.get("p_value", 1.0) < ALPHA
+                                                  for c in cs),
+                          "significant_losses": sum(not c["adaptive_wins"] and c.get("p_value", 1.0) < ALPHA
+                                                    for c in cs),
                           "median_ratio": float(np.median([c["ratio"] for c in cs]))}
                       for g, cs in groups.items()}}
 
@@ -181,10 +194,11 @@ def format_aggregate(agg: dict) -> str:
     lines = [f"| algorithm | mean rank of {agg['cells']} cells (1 = best of 9) | cells won |",
              "| --- | --- | --- |"]
     lines += [f"| {a['label']} | {a['mean_rank']:.2f} | {a['cells_won']} |" for a in agg["algorithms"]]
-    lines += ["", "| cells | best adaptive beats best fixed kappa | median normalized-regret ratio "
-                  "(adaptive / fixed) |", "| --- | --- | --- |"]
-    lines += [f"| {g} | {c['adaptive_wins']} of {c['cells']} | {c['median_ratio']:.3g} |"
-              for g, c in agg["claim"].items()]
+    lines += ["", f"| cells | best adaptive beats best fixed kappa | of which significant "
+                  f"(Mann-Whitney, p < {ALPHA:g}) | significantly worse | median normalized-regret "
+                  "ratio (adaptive / fixed) |", "| --- | --- | --- | --- | --- |"]
+    lines += [f"| {g} | {c['adaptive_wins']} of {c['cells']} | {c['significant_wins']} | "
+              f"{c['significant_losses']} | {c['median_ratio']:.3g} |" for g, c in agg["claim"].items()]
     return "\n".join(lines)
 
 
