@@ -152,6 +152,27 @@ def claims(summary: list[dict]) -> list[dict]:
     return out
 
 
+def format_cells(summary: list[dict], checks: list[dict]) -> str:
+    """One row per (problem, noise): mean simple regret of the best adaptive and the best fixed kappa
+    (which one in parentheses), GP-EI and Sobol random search, the test's p-value, the best of all."""
+    lines = ["| problem | noise | best adaptive (lambda_1) | best fixed (kappa) | GP-EI | Sobol random "
+             "| p (adaptive vs fixed) | best of the 9 |", "|" + " --- |" * 8]
+    for c in checks:
+        rows = {a["label"]: a for a in summary if (a["problem"], a["noise"]) == (c["problem"], c["noise"])}
+        ad, fx = rows[c["adaptive"][0]], rows[c["fixed"][0]]
+        best = min(rows.values(), key=lambda a: a["regret_mean"])
+
+        def cell(a: dict, tag: str = "") -> str:
+            text = f"{a['regret_mean']:.3g} +- {a['regret_std']:.2g}{tag}"
+            return f"**{text}**" if a is best else text
+
+        p = c.get("p_value")
+        lines.append(f"| {c['problem']} | {c['noise']:g} | {cell(ad, ' (' + ad['label'].split('=')[1])} | "
+                     f"{cell(fx, ' (' + fx['label'].split('=')[1])} | {cell(rows['GP-EI'])} | "
+                     f"{cell(rows['Sobol random'])} | {'-' if p is None else f'{p:.2g}'} | {best['label']} |")
+    return "\n".join(lines)
+
+
 def dim_group(name: str) -> str:
     d = problem(name).dim
     return "d = 2" if d <= 2 else ("d = 5-6" if d <= 6 else "d = 10")
@@ -433,6 +454,8 @@ def run(args: argparse.Namespace) -> int:
               f" fixed kappa ({c['adaptive'][0]} {c['adaptive'][1]:.4g} vs {c['fixed'][0]} {c['fixed'][1]:.4g})")
     cpu = sum(r["s_per_iter"] * args.evals for r in results)
     agg = aggregate(summary, checks)
+    print()
+    print(format_cells(summary, checks))
     print()
     print(format_aggregate(agg))
     print(f"\nwall time {wall:.1f} s with {args.workers} worker(s) for {len(todo)} new runs; "
