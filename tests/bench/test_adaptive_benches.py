@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from tvbod.bench import adaptive, agpucb
+from tvbod.bench import adaptive, agpucb, composition as comp
 from tvbod.bench.testfunctions import ALL_PROBLEMS, problem
 
 
@@ -101,7 +101,7 @@ def test_composition_runs_each_variant_on_the_same_realisation(tmp_path, capsys,
     args.no_plots = composition == "cartpole"  # one of the two draws the figures
     assert adaptive.run(args) == 0
     doc = json.loads((tmp_path / f"composition-{composition}.json").read_text())
-    assert [a["label"] for a in doc["algorithms"]] == [label for label, _ in adaptive.COMPOSED]
+    assert [a["label"] for a in doc["algorithms"]] == [label for label, _ in comp.COMPOSED]
     realisations = [a["realisation"] for a in doc["algorithms"]]
     assert all(r == realisations[0] for r in realisations)
     diag = {d["label"]: d for d in doc["diagnostics"]}
