@@ -161,10 +161,17 @@ def test_claims_test_significance_on_the_per_trial_regrets():
         return out
 
     clear = adaptive.claims(rows(rng.uniform(0, 1, 30), rng.uniform(2, 3, 30)))[0]
-    assert clear["adaptive_wins"] and clear["p_value"] < 1e-6
+    assert clear["adaptive_wins"] and clear["p_value"] < 1e-6 and clear["ranks_favour_adaptive"]
     same = rng.uniform(0, 1, 30)
     tie = adaptive.claims(rows(same, same))[0]
     assert not tie["adaptive_wins"] and tie["p_value"] == 1.0
     agg = adaptive.aggregate(rows(rng.uniform(0, 1, 30), rng.uniform(2, 3, 30)),
                              adaptive.claims(rows(rng.uniform(0, 1, 30), rng.uniform(2, 3, 30))))
     assert agg["claim"]["all"]["significant_wins"] == 1 and agg["claim"]["all"]["significant_losses"] == 0
+    # the mean and the ranks can disagree: adaptive's mean is lower (fixed has one stuck trial),
+    # but its regrets rank higher in 29 of 30 trials -> a significant loss, not a win
+    mixed = adaptive.claims(rows(np.full(30, 0.01) + rng.uniform(0, 1e-3, 30),
+                                 np.r_[np.full(29, 1e-4) + rng.uniform(0, 1e-5, 29), 5.0]))[0]
+    assert mixed["adaptive_wins"] and mixed["p_value"] < 1e-6 and not mixed["ranks_favour_adaptive"]
+    agg = adaptive.aggregate(rows(np.zeros(30), np.zeros(30)), [mixed])
+    assert agg["claim"]["all"]["significant_wins"] == 0 and agg["claim"]["all"]["significant_losses"] == 1
