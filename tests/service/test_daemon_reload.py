@@ -7,7 +7,7 @@ import sys
 import time
 
 import pytest
-from daemon_harness import PLANT_BOX, Daemon, objective
+from daemon_harness import Daemon, objective, plant_yaml
 
 from plant_adapters.client import DaemonError
 
@@ -36,9 +36,7 @@ def _status(d, plant="alpha"):
 
 
 def _plant_file(d, name="alpha", **kw):
-    values = {"name": name, "sense": "minimize", "timeout": 60, "penalty": 10.0, "seed": 1}
-    values.update(kw)
-    return PLANT_BOX.format(**values)
+    return plant_yaml(name, **kw)
 
 
 def test_sighup_adds_and_removes_plants(tmp_path):

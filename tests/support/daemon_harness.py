@@ -33,6 +33,13 @@ optimizer:
 {extra}"""
 
 
+def plant_yaml(name: str, **kw) -> str:
+    """`PLANT_BOX` with defaults; `extra` adds `optimizer:` lines (indented by two spaces)."""
+    values = {"name": name, "sense": "minimize", "timeout": 60, "penalty": 10.0, "seed": 1, "extra": ""}
+    values.update(kw)
+    return PLANT_BOX.format(**values)
+
+
 def objective(gains: dict, t: int) -> float:
     """A deterministic plant response that jumps at t = 15, for session tests."""
     kp, ki = gains["kp"], gains["ki"]
@@ -64,10 +71,7 @@ class Daemon:
             checkpoint_every: {checkpoint_every}
             """))
         for name, kw in (plants or {"alpha": {}}).items():
-            values = {"name": name, "sense": "minimize", "timeout": 60, "penalty": 10.0, "seed": 1,
-                      "extra": ""}  # extra: more `optimizer:` lines, indented by two spaces
-            values.update(kw)
-            (root / "plants" / f"{name}.yaml").write_text(PLANT_BOX.format(**values))
+            (root / "plants" / f"{name}.yaml").write_text(plant_yaml(name, **kw))
         self.proc: subprocess.Popen | None = None
         self.log = root / "daemon.log"
 
