@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -38,7 +37,6 @@ SWEEP_DELTAS = (0.005, 0.01, 0.05, 0.1, 0.5)
 #: Jitter added to the grid's SE Gram matrix before the sampler's Cholesky factorization.
 SAMPLER_JITTER = 1e-6
 CASE_GROUPS = ("main", "misspecified", "delta-sweep")
-BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 #: The paper's ET-GP-UCB results (50 runs): `(mean resets, mean R_T)`.
 PAPER_ET = {0.01: (3.38, 200.33), 0.03: (8.04, 271.59), 0.05: (11.88, 332.04)}
 PAPER_SWEEP = {0.005: (6.42, 276.84), 0.01: (6.82, 273.37), 0.05: (7.72, 269.01),
@@ -228,27 +226,9 @@ def execute(cases: list[Case], runs: int, seed: int, horizon: int, workers: int,
         if progress is not None:
             progress(done, len(tasks), out)
 
-    if workers <= 1:
-        for task in tasks:
-            collect(run_task(*task))
-    else:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
+    from .plant_runs import execute as execute_tasks
 
-        # A spawned worker inherits the environment and loads numpy afresh: one BLAS thread each.
-        saved = {v: os.environ.get(v) for v in BLAS_ENV}
-        os.environ.update({v: "1" for v in BLAS_ENV})
-        try:
-            ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-                for fut in as_completed([pool.submit(run_task, *task) for task in tasks]):
-                    collect(fut.result())
-        finally:
-            for v, old in saved.items():
-                if old is None:
-                    os.environ.pop(v, None)
-                else:
-                    os.environ[v] = old
+    execute_tasks(run_task, tasks, workers, lambda _done, _total, out: collect(out))
     return {k: [v[r] for r in range(runs)] for k, v in results.items()}
 
 
