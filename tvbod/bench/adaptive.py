@@ -252,7 +252,7 @@ def kappa_figure(summary: list[dict], out: Path) -> Path:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--composition", choices=("cartpole", "within-model"), default=None,
                         help="instead: ET-GP-UCB vs ET-GP-UCB + adaptive / + A-GP-UCB on a benchmark "
-                             "(--trials runs, default 3; --horizon)")
+                             "(--trials runs, default 50 within-model / 30 cart-pole; --horizon)")
     parser.add_argument("--horizon", type=int, default=None, help="composition horizon")
     parser.add_argument("--quick", action="store_true",
                         help=f"CI subset: {', '.join(QUICK['problems'])}, noise 0.01, 5 trials")

@@ -23,6 +23,10 @@ COMPOSED = (("ET-GP-UCB", {}),
             ("ET-GP-UCB + A-GP-UCB (B_0 = 0.1)", {"exploration": {"type": "agpucb", "norm_bound": 0.1}}))
 
 
+#: Runs per variant when `--trials` is not given: the sizes reported in docs/benchmarks.md.
+DEFAULT_RUNS = {"within-model": 50, "cartpole": 30}
+
+
 def within_model_task(run: int, label: str, keys: dict, seed: int, horizon: int, eps: float) -> dict:
     """One ET-GP-UCB variant on the within-model draw of `run` (same draws as `bench within-model`)."""
     import math
@@ -54,20 +58,20 @@ def run_composition(args: argparse.Namespace) -> int:
     from . import cartpole as cp
 
     algos = tuple(pr.Algo(label, "et-gp-ucb", tuple(keys.items())) for label, keys in COMPOSED)
+    runs = args.trials or DEFAULT_RUNS[args.composition]
     if args.composition == "cartpole":
         sc = cp.measurement_scaling()
         cfg = cp.Config(args.horizon or cp.HORIZON, cp.JUMP_AT, sc["offset"], sc["scale"])
-        jobs = [(r, a, args.seed, cfg) for r in range(args.trials or 3) for a in algos]
+        jobs = [(r, a, args.seed, cfg) for r in range(runs) for a in algos]
         task, horizon = cp.run_task, cfg.horizon
     else:
         horizon = args.horizon or 400
         jobs = [(r, a.label, dict(a.params), args.seed, horizon, 0.03)
-                for r in range(args.trials or 3) for a in algos]
+                for r in range(runs) for a in algos]
         task = within_model_task
     t0 = time.perf_counter()
     results = pr.execute(task, jobs, args.workers, pr.progress_line(args.composition))
     wall = time.perf_counter() - t0
-    runs = args.trials or 3
     summary = pr.summarize(algos, results, runs, horizon)
     jump = cp.JUMP_AT if args.composition == "cartpole" else None
     diag = composition_diagnostics(summary, results, jump)
