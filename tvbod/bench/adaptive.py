@@ -147,12 +147,13 @@ def claims(summary: list[dict]) -> list[dict]:
                     "ratio": ad["norm_regret_mean"] / max(fx["norm_regret_mean"], 1e-300)})
         if "regrets" in ad and "regrets" in fx:
             a, b = np.asarray(ad["regrets"]), np.asarray(fx["regrets"])
-            same = np.array_equal(np.sort(a), np.sort(b))
-            test = None if same else mannwhitneyu(a, b, alternative="two-sided")
-            out[-1]["p_value"] = 1.0 if same else float(test.pvalue)
-            # the test's own direction (U below its mean: adaptive's regrets rank lower), which can
-            # differ from the means' (a few stuck trials move a mean, not the ranks)
-            out[-1]["ranks_favour_adaptive"] = (not same) and float(test.statistic) < len(a) * len(b) / 2
+            p_value, favour = 1.0, False  # identical samples: nothing to test
+            if not np.array_equal(np.sort(a), np.sort(b)):
+                test = mannwhitneyu(a, b, alternative="two-sided")
+                # the test's own direction (U below its mean: adaptive's regrets rank lower), which
+                # can differ from the means' (a few stuck trials move a mean, not the ranks)
+                p_value, favour = float(test.pvalue), float(test.statistic) < len(a) * len(b) / 2
+            out[-1] |= {"p_value": p_value, "ranks_favour_adaptive": favour}
     return out
 
 
