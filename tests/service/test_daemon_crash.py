@@ -3,21 +3,12 @@ and the dataset equal those of an uninterrupted run fed the same measurements.""
 
 import random
 
-from daemon_harness import Daemon, KillSchedule, objective
+from daemon_harness import Daemon, KillSchedule, drive, measurement_history
 
 from tvbod.service.store import PlantStore
 
 STEPS = 200
 KILLS = 24
-
-
-def _history(d):
-    seen = {}
-    for e in d.events():
-        if e["event"] == "measurement":
-            seen.setdefault(e["proposal_id"], e)
-    return [(e["t"], e["proposal_id"], tuple(e["x"]), e["measurement"], e["reset"], e["psi"])
-            for e in sorted(seen.values(), key=lambda e: e["t"])]
 
 
 def _final_state(d):
@@ -27,33 +18,21 @@ def _final_state(d):
     return s["t"], s["resets"], s["gp"]["X"], s["gp"]["y"]
 
 
-def _drive(d, schedule=None):
-    with d.client(timeout_s=0.4, retries=400) as c:
-        for step in range(1, STEPS + 1):
-            if schedule is not None:
-                schedule.gate(step)
-            p = c.ask()
-            c.tell(p["proposal_id"], objective(p["gains"], p["t"]))
-            if schedule is not None:
-                schedule.completed(step)
-        return c.reconnects
-
-
 def test_sigkill_at_random_moments_loses_and_duplicates_nothing(tmp_path):
     ref = Daemon(tmp_path / "ref", checkpoint_every=7).start()
-    _drive(ref)
+    drive(ref, STEPS)
     assert ref.stop() == 0
 
     d = Daemon(tmp_path / "crash", checkpoint_every=7).start()
     rng = random.Random(20261130)
     with KillSchedule(d, rng.sample(range(2, STEPS - 2), KILLS), rng) as schedule:
-        reconnects = _drive(d, schedule)
+        reconnects = drive(d, STEPS, schedule)
     d.wait_ready()
     assert d.stop() == 0
     kills = [schedule.kills]
     assert kills[0] == KILLS and reconnects > 0
 
-    history, expected = _history(d), _history(ref)
+    history, expected = measurement_history(d), measurement_history(ref)
     assert [h[0] for h in history] == list(range(1, STEPS + 1)), "no step lost or duplicated"
     assert history == expected
     assert _final_state(d) == _final_state(ref)

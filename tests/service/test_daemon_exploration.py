@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from daemon_harness import Daemon, KillSchedule, objective
+from daemon_harness import Daemon, KillSchedule, drive, measurement_history
 
 from tvbod.service.store import PlantStore
 
@@ -20,26 +20,6 @@ EXPLORATION = {
 }
 
 
-def _drive(d, schedule=None):
-    with d.client(timeout_s=0.5, retries=400) as c:
-        for step in range(1, STEPS + 1):
-            if schedule is not None:
-                schedule.gate(step)
-            p = c.ask()
-            c.tell(p["proposal_id"], objective(p["gains"], p["t"]))
-            if schedule is not None:
-                schedule.completed(step)
-
-
-def _history(d):
-    seen = {}
-    for e in d.events():
-        if e["event"] == "measurement":
-            seen.setdefault(e["proposal_id"], e)
-    return [(e["t"], tuple(e["x"]), e["measurement"], e["reset"], e["psi"])
-            for e in sorted(seen.values(), key=lambda e: e["t"])]
-
-
 def _strategy_state(d):
     rec = PlantStore(d.state, "alpha").recover()
     assert rec.records_after_checkpoint == []
@@ -50,21 +30,21 @@ def _strategy_state(d):
 def test_exploration_state_survives_sigkills_and_replays_exactly(tmp_path, kind):
     plants = {"alpha": {"extra": EXPLORATION[kind]}}
     ref = Daemon(tmp_path / "ref", plants, checkpoint_every=4).start()
-    _drive(ref)
+    drive(ref, STEPS, timeout_s=0.5)
     assert ref.stop() == 0
 
     d = Daemon(tmp_path / "crash", plants, checkpoint_every=4).start()
     rng = random.Random(6)
     with KillSchedule(d, rng.sample(range(2, STEPS - 2), KILLS), rng) as schedule:
-        _drive(d, schedule)
+        drive(d, STEPS, schedule, timeout_s=0.5)
     d.wait_ready()
     assert d.stop() == 0
     assert schedule.kills == KILLS
 
-    history = _history(d)
+    history = measurement_history(d)
     assert [h[0] for h in history] == list(range(1, STEPS + 1))
-    assert history == _history(ref)
-    assert any(h[3] for h in history), "the jump at t = 15 must trigger a reset"
+    assert history == measurement_history(ref)
+    assert any(h[4] for h in history), "the jump at t = 15 must trigger a reset"
     state, expected = _strategy_state(d), _strategy_state(ref)
     assert state["exploration"] == expected["exploration"]
     if kind == "adaptive":

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import msgpack
-from daemon_harness import Daemon, KillSchedule, RawPeer
+from daemon_harness import Daemon, KillSchedule, RawPeer, measurement_history
 
 from plant_adapters.client import DaemonClient
 
@@ -48,15 +48,6 @@ def _cartpole_session(d, steps, schedule=None):
                 schedule.completed(step)
 
 
-def _history(d):
-    seen = {}
-    for e in d.events("cartpole"):
-        if e["event"] == "measurement":
-            seen.setdefault(e["proposal_id"], e)
-    return [(e["t"], tuple(e["x"]), e["measurement"], e["reset"]) for e in
-            sorted(seen.values(), key=lambda e: e["t"])]
-
-
 def test_kill_loop_on_a_cartpole_session_loses_and_duplicates_nothing(tmp_path):
     steps, kills_wanted = (300, 100) if LONG else (80, 12)
     ref = _shipped_cartpole_daemon(tmp_path / "ref").start()
@@ -70,7 +61,7 @@ def test_kill_loop_on_a_cartpole_session_loses_and_duplicates_nothing(tmp_path):
     d.wait_ready()
     assert d.stop() == 0
     assert schedule.kills == kills_wanted
-    got, want = _history(d), _history(ref)
+    got, want = measurement_history(d, "cartpole"), measurement_history(ref, "cartpole")
     assert [h[0] for h in got] == list(range(1, steps + 1))
     assert got == want
 

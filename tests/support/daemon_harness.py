@@ -202,3 +202,28 @@ class KillSchedule:
         with self._cond:
             self._cond.notify_all()
         self.thread.join(600)
+
+
+def measurement_history(d: Daemon, plant: str = "alpha") -> list[tuple]:
+    """The plant's measurements from its events file, first record per proposal id (a retried
+    tell is logged again), by step: `(t, proposal_id, x, measurement, reset, psi)`."""
+    seen: dict[str, dict] = {}
+    for e in d.events(plant):
+        if e["event"] == "measurement":
+            seen.setdefault(e["proposal_id"], e)
+    return [(e["t"], e["proposal_id"], tuple(e["x"]), e["measurement"], e["reset"], e["psi"])
+            for e in sorted(seen.values(), key=lambda e: e["t"])]
+
+
+def drive(d: Daemon, steps: int, schedule: KillSchedule | None = None, timeout_s: float = 0.4) -> int:
+    """Ask/tell `objective` for `steps` steps through a retrying client, gated by `schedule` (if any)
+    so that every scheduled kill lands inside the session; returns the client's reconnect count."""
+    with d.client(timeout_s=timeout_s, retries=400) as c:
+        for step in range(1, steps + 1):
+            if schedule is not None:
+                schedule.gate(step)
+            p = c.ask()
+            c.tell(p["proposal_id"], objective(p["gains"], p["t"]))
+            if schedule is not None:
+                schedule.completed(step)
+        return c.reconnects

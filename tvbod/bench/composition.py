@@ -107,15 +107,11 @@ def composition_diagnostics(summary: list[dict], results: list[dict], jump: int 
                                     for k in ("kappa", "lambda", "h")
                                     if states and states[0].get(k) is not None}}
         if jump is not None:
-            times = a["reset_times"]
-            before = [sum(1 for t in ts if t < jump) for ts in times]
-            delay = [min((t - jump for t in ts if t >= jump), default=None) for ts in times]
-            got = [x for x in delay if x is not None]
-            d |= {"false_resets_mean": float(np.mean(before)),
-                  "runs_with_false_resets": int(sum(b > 0 for b in before)),
-                  "resets_after_jump_mean": float(np.mean([len(ts) - b for ts, b in zip(times, before)])),
-                  "detection_delay_median": float(np.median(got)) if got else None,
-                  "detected": len(got)}
+            det = pr.detection_stats(a["reset_times"], jump, window=0)
+            false_mean = det["false_resets"] / det["runs"]
+            d |= {"false_resets_mean": false_mean, "runs_with_false_resets": det["runs_with_false"],
+                  "resets_after_jump_mean": a["resets_mean"] - false_mean,
+                  "detection_delay_median": det["median_delay"], "detected": det["detected"]}
         out.append(d)
     return out
 
