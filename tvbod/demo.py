@@ -66,14 +66,26 @@ def _wait_ready(endpoint: str, daemon: subprocess.Popen, log: Path) -> None:
     raise SystemExit("the daemon did not answer within 60 s")
 
 
+def _history(plant_dir: Path) -> list[dict]:
+    """The plant's `measurement` events (psi, thresholds, which test fired), one per step."""
+    from tvbod.service.replay import load_history
+
+    try:
+        return load_history(plant_dir)
+    except OSError:
+        return []
+
+
 def _records(path: Path) -> list[dict]:
     if not path.exists():
         return []
     return [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
 
 
-def summarize(name: str, records: list[dict], jump_at: int | None = None) -> list[str]:
-    """Lines of the per-plant summary: regret, resets and (cart-pole) the jump's detection."""
+def summarize(name: str, records: list[dict], jump_at: int | None = None,
+              history: list[dict] | None = None) -> list[str]:
+    """Lines of the per-plant summary: regret, resets and (cart-pole) the jump's detection, with
+    the test that fired and its statistic against its threshold (from the plant's events)."""
     if not records:
         return [f"{name}: no steps recorded"]
     regret = [r["regret"] for r in records if r["regret"] is not None]
@@ -90,12 +102,48 @@ def summarize(name: str, records: list[dict], jump_at: int | None = None) -> lis
         after = [t for t in resets if t >= jump_at]
         lines.append(f"{name}: friction jump at t = {jump_at}: "
                      + (f"first reset at t = {after[0]} (delay {after[0] - jump_at} step(s))"
-                        if after else "no reset after the jump")
+                        + _detection(history or [], after[0]) if after else
+                        "no reset after the jump")
                      + f"; {len(before)} reset(s) before it")
     return lines
 
 
-def plot(run_dir: Path, name: str, records: list[dict], jump_at: int | None) -> Path | None:
+def _detection(history: list[dict], t: int) -> str:
+    """`", window test: |sum e| 1.21 > 0.98 (w = 2)"` for the reset at step t, if recorded."""
+    e = next((h for h in history if h["t"] == t), None)
+    if e is None:
+        return ""
+    if e.get("test") == "window":
+        return (f", window test: |sum e| {e['window_psi']:.3f} > {e['window_threshold']:.3f} "
+                f"(w = {e['window']})")
+    return f", point test: psi {e['psi']:.3f} > threshold {e['threshold']:.3f}"
+
+
+def _ratio(h: dict, value: str, limit: str) -> float:
+    v, thr = h.get(value), h.get(limit)
+    ok = isinstance(v, (int, float)) and isinstance(thr, (int, float)) and 0 < thr < float("inf")
+    return v / thr if ok else float("nan")
+
+
+def _incumbents(records: list[dict], sense: str) -> list[dict]:
+    """Per step, the gains of the best measurement since the last reset (the dataset's best)."""
+    best, out = None, []
+    for r in records:
+        if r["reset"]:
+            best = None
+        if r["measurement"] is not None and (best is None or (
+                r["measurement"] < best["measurement"] if sense == "minimize"
+                else r["measurement"] > best["measurement"])):
+            best = r
+        out.append((best or r)["gains"])
+    return out
+
+
+def plot(run_dir: Path, name: str, records: list[dict], jump_at: int | None,
+         history: list[dict] | None = None, sense: str = "minimize") -> Path | None:
+    """Measurements (the chosen arm as points for an arms plant), normalized regret, each trigger
+    test's statistic over its threshold (a reset where one crosses 1), and the incumbent's gains
+    in physical units, one panel each; resets in red, the jump dashed."""
     try:
         import matplotlib
     except ImportError:
@@ -105,22 +153,35 @@ def plot(run_dir: Path, name: str, records: list[dict], jump_at: int | None) -> 
     import numpy as np
 
     t = np.array([r["t"] for r in records])
+    names = list(records[0]["gains"])
+    arms = len(names) == 1 and all(isinstance(r["gains"][names[0]], int) for r in records)
+    fig, ax = plt.subplots(3 + len(names), 1, figsize=(9, 2.0 * (3 + len(names))), sharex=True)
     y = np.array([np.nan if r["measurement"] is None else r["measurement"] for r in records])
-    reg = np.array([np.nan if r["regret"] is None else r["regret"] for r in records])
-    cum = np.nancumsum(reg)
-    fig, ax = plt.subplots(3, 1, figsize=(9, 8), sharex=True)
     ax[0].plot(t, y, ".", ms=3)
     ax[0].set_ylabel("measurement")
-    ax[1].plot(t, cum / t, label="R_t / t")
-    ax[1].set_ylabel("normalized regret")
-    names = list(records[0]["gains"])
-    G = np.array([[r["gains"][k] for k in names] for r in records], dtype=float)
-    span = np.where(np.ptp(G, axis=0) > 0, np.ptp(G, axis=0), 1.0)
+    reg = np.array([np.nan if r["regret"] is None else r["regret"] for r in records])
+    ax[1].plot(t, np.nancumsum(reg) / t)
+    ax[1].set_ylabel("R_t / t")
+    by_t = {h["t"]: h for h in history or []}
+    for value, limit, label in (("psi", "threshold", "point test: psi / threshold"),
+                                ("window_psi", "window_threshold", "window test: |sum e| / threshold")):
+        ratio = np.array([_ratio(by_t.get(int(s), {}), value, limit) for s in t])
+        if np.isfinite(ratio).any():
+            ax[2].semilogy(t, ratio, ".", ms=3, label=label)
+    ax[2].axhline(1.0, color="k", lw=0.8)
+    ax[2].set_ylabel("statistic / threshold")
+    ax[2].legend(fontsize=7, loc="upper left")
+    inc = _incumbents(records, sense)
     for j, k in enumerate(names):
-        ax[2].plot(t, (G[:, j] - G[:, j].min()) / span[j], lw=0.8, label=k)
-    ax[2].set_ylabel("gains (min-max over the run)" if len(names) > 1 else "arm (min-max)")
-    ax[2].set_xlabel("step t")
-    ax[2].legend(fontsize=7, ncol=4)
+        a = ax[3 + j]
+        if arms:
+            a.plot(t, [r["gains"][k] for r in records], ".", ms=3, label="sampled")
+            a.plot(t, [g[k] for g in inc], lw=0.8, color="tab:green", label="incumbent")
+            a.legend(fontsize=7, loc="upper left")
+        else:
+            a.plot(t, [g[k] for g in inc], lw=1.0, color="tab:green")
+        a.set_ylabel(k if arms else f"incumbent {k}")
+    ax[-1].set_xlabel("step t")
     for r in records:
         if r["reset"]:
             for a in ax:
@@ -190,11 +251,13 @@ def run(args: argparse.Namespace) -> int:
     jumps = {"cartpole": args.jump_at, "temperature": None}
     for name in adapters:
         records = _records(run_dir / f"{name}.jsonl")
+        history = _history(run_dir / "state" / "plants" / name)
         jump = jumps[name] if jumps[name] and args.cartpole_steps >= jumps[name] else None
-        for line in summarize(name, records, jump):
+        for line in summarize(name, records, jump, history):
             print(line)
         print(f"{name}: replay: {verdicts[name]}")
-        png = plot(run_dir, name, records, jump) if records else None
+        sense = "minimize" if name == "cartpole" else "maximize"
+        png = plot(run_dir, name, records, jump, history, sense) if records else None
         if png:
             print(f"{name}: plot {png}")
     print(f"state, events and logs: {run_dir}  ({time.monotonic() - start:.0f} s)")

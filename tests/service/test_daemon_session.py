@@ -126,8 +126,11 @@ def test_every_reset_is_logged_as_a_structured_event(tmp_path):
     resets = [e for e in d.events() if e["event"] == "reset"]
     assert [e["t"] for e in resets] == [r[0] for r in rows if r[3]]
     for e in resets:
-        assert {"t", "t_prime", "psi", "threshold", "dataset_size_before", "plant"} <= set(e)
-        assert e["psi"] > e["threshold"]
+        assert {"t", "t_prime", "psi", "threshold", "dataset_size_before", "plant", "test"} <= set(e)
+        if e["test"] == "point":  # the paper's test fired ...
+            assert e["psi"] > e["threshold"]
+        else:  # ... or the robust trigger's window test did
+            assert e["test"] == "window" and e["window_psi"] > e["window_threshold"]
     names = {e["event"] for e in d.log_events()}
     assert {"daemon_started", "plant_restored", "proposal", "measurement", "reset",
             "checkpoint_written", "daemon_stopped"} <= names

@@ -56,11 +56,16 @@ class Daemon:
     """`tvbod run` as a child process on an ipc endpoint in `root`."""
 
     def __init__(self, root: Path, plants: dict[str, dict] | None = None, checkpoint_every: int = 5,
-                 env: dict | None = None) -> None:
+                 env: dict | None = None, existing: bool = False) -> None:
+        """`existing`: `root` already holds tvbod.yaml, plants/ and state/ (e.g. a fixture)."""
         self.root = root
         self.endpoint = f"ipc://{root}/run/tvbod.sock"
         self.state = root / "state"
         self.env = {**os.environ, **(env or {})}
+        self.proc: subprocess.Popen | None = None
+        self.log = root / "daemon.log"
+        if existing:
+            return
         (root / "plants").mkdir(parents=True, exist_ok=True)
         (root / "tvbod.yaml").write_text(textwrap.dedent(f"""\
             endpoints: ["ipc://{{runtime_dir}}/tvbod.sock"]
@@ -72,8 +77,6 @@ class Daemon:
             """))
         for name, kw in (plants or {"alpha": {}}).items():
             (root / "plants" / f"{name}.yaml").write_text(plant_yaml(name, **kw))
-        self.proc: subprocess.Popen | None = None
-        self.log = root / "daemon.log"
 
     def start(self, wait: bool = True) -> Daemon:
         out = open(self.log, "ab")

@@ -30,8 +30,9 @@ _STRATEGY_KEYS = {"reset_period": "r-gp-ucb", "forgetting": "tv-gp-ucb", "drift_
 _TOP_KEYS = {
     "strategy", "sense", "domain", "kernel", "noise_variance", "beta", "delta_b", "reset_period",
     "forgetting", "drift_variance", "measurement", "budget", "seed", "hyperparameters",
-    "reset", "acquisition", "exploration",
+    "reset", "acquisition", "exploration", "trigger", "forgetting_floor",
 }
+TRIGGERS = ("robust", "paper")
 #: Largest finite domain whose Gram matrix is precomputed (m^2 float64 = 200 MB at 5000).
 MAX_FINITE_POINTS = 5000
 
@@ -67,6 +68,10 @@ class HyperSpec:
     refit_every: int = 1
     restarts: int = 0
     maxiter: int = 50
+    #: The signal variance sigma_f^2 and the noise variance sigma_n^2 fitted with the lengthscales
+    #: (log-uniform priors on these bounds); None: fixed (the default).
+    variance_bounds: tuple[float, float] | None = None
+    noise_bounds: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,32 @@ class ExplorationSpec:
 
 
 @dataclass(frozen=True)
+class TriggerSpec:
+    """The event trigger of `reset: event` (see `tvbod.core.trigger`, docs/configuration.md).
+
+    `robust` (the default): the paper's point test plus the window test over `w = 2..window`,
+    `refractory` steps without a reset after one, no hyperparameter refit while
+    `|D| < min_points` (None: `2d + 2`; the fitted values are kept across a reset), and a
+    `reset_burst` report past `burst_resets` resets in `burst_steps` steps.
+    `paper`: the paper's Algorithm 1 exactly (point test only, refit on any dataset).
+    """
+
+    type: str = "robust"
+    window: int = 3
+    refractory: int = 3
+    min_points: int | None = None
+    burst_resets: int = 5
+    burst_steps: int = 50
+
+    @property
+    def robust(self) -> bool:
+        return self.type == "robust"
+
+
+PAPER_TRIGGER = TriggerSpec("paper", window=1, refractory=0, min_points=1)
+
+
+@dataclass(frozen=True)
 class OptimizerSpec:
     """A validated strategy configuration; `make_strategy` turns it into a `Strategy`."""
 
@@ -124,6 +155,8 @@ class OptimizerSpec:
     acquisition: str = "ucb"
     ei_xi: float = 0.0
     exploration: ExplorationSpec | None = None  # None: fixed beta_t (the presets' behaviour)
+    trigger: TriggerSpec | None = None  # the event trigger (None unless reset_policy is event)
+    forgetting_floor: float | None = None  # ET with TV-GP-UCB's forgetting factor eps
 
     @property
     def reset_policy(self) -> str:
@@ -131,7 +164,22 @@ class OptimizerSpec:
 
     @property
     def temporal(self) -> str | None:
+        if self.forgetting_floor is not None:
+            return "forgetting"
         return STRATEGIES[self.strategy][1]
+
+    @property
+    def forgetting_eps(self) -> float | None:
+        """The forgetting factor's eps: TV-GP-UCB's `forgetting` or ET's `forgetting_floor`."""
+        return self.forgetting if self.forgetting is not None else self.forgetting_floor
+
+    @property
+    def min_points(self) -> int:
+        """Smallest |D| on which hyperparameters are refit (1: any non-empty dataset)."""
+        t = self.trigger
+        if t is None or not t.robust:
+            return 1
+        return t.min_points if t.min_points is not None else 2 * self.dim + 2
 
     @property
     def dim(self) -> int:
@@ -273,10 +321,28 @@ def _parse_kernel(value, domain: DomainSpec, dim: int) -> KernelSpec:
     return KernelSpec(kind, lengthscales=ls, variance=var)
 
 
+_HYPER_KEYS = {"lengthscales", "prior", "bounds", "refit_every", "restarts", "maxiter", "variance",
+               "noise_variance", "variance_bounds", "noise_bounds"}
+#: Default bounds of the learned signal and noise variances (GP scale; wide: scale-free in effect).
+VARIANCE_BOUNDS, NOISE_BOUNDS = (1e-3, 1e3), (1e-6, 1.0)
+
+
+def _variance_bounds(m: Mapping, key: str, default: tuple) -> tuple | None:
+    """`hyperparameters.<key>: map | fixed` and its `<key>_bounds` (None when fixed)."""
+    bkey = "variance_bounds" if key == "variance" else "noise_bounds"
+    mode = _choice(m.get(key, "fixed"), f"hyperparameters.{key}", ("fixed", "map"))
+    if mode == "fixed":
+        if bkey in m:
+            raise SpecError(f"hyperparameters.{bkey}", f"applies only with {key}: map")
+        return None
+    b = _vector(m.get(bkey, list(default)), f"hyperparameters.{bkey}", 2)
+    lo = _number(b[0], f"hyperparameters.{bkey}[0]", 0.0, lo_open=True)
+    return lo, _number(b[1], f"hyperparameters.{bkey}[1]", lo, lo_open=True)
+
+
 def _parse_hyper(value, kernel: KernelSpec) -> HyperSpec | None:
     m = _mapping(value, "hyperparameters")
-    _check_keys(m, {"lengthscales", "prior", "bounds", "refit_every", "restarts", "maxiter"},
-                "hyperparameters.")
+    _check_keys(m, _HYPER_KEYS, "hyperparameters.")
     mode = _choice(m.get("lengthscales", "fixed"), "hyperparameters.lengthscales", ("fixed", "map"))
     if mode == "fixed":
         extra = sorted(set(m) - {"lengthscales"})
@@ -297,6 +363,8 @@ def _parse_hyper(value, kernel: KernelSpec) -> HyperSpec | None:
         refit_every=_integer(m.get("refit_every", 1), "hyperparameters.refit_every", 1),
         restarts=_integer(m.get("restarts", 0), "hyperparameters.restarts", 0, 100),
         maxiter=_integer(m.get("maxiter", 50), "hyperparameters.maxiter", 1, 10000),
+        variance_bounds=_variance_bounds(m, "variance", VARIANCE_BOUNDS),
+        noise_bounds=_variance_bounds(m, "noise_variance", NOISE_BOUNDS),
     )
 
 
@@ -418,6 +486,7 @@ def parse_spec(spec: Mapping | OptimizerSpec) -> OptimizerSpec:
         hyper=_parse_hyper(m.get("hyperparameters", {}), kernel),
         reset=reset,
         **_parse_extensions(m, strategy, domain, kernel),
+        **_parse_trigger(m, strategy, reset),
         **kw,
     )
 
@@ -434,3 +503,61 @@ def _parse_extensions(m: Mapping, strategy: str, domain: DomainSpec, kernel: Ker
     if exploration is not None and domain.type == "arms":
         raise SpecError("exploration.type", "needs coordinates, not arms", "fixed")
     return {"acquisition": acq, "ei_xi": xi, "exploration": exploration}
+
+
+_TRIGGER_KEYS = {"type", "window", "refractory", "min_points", "burst"}
+
+
+def with_explicit_trigger(m: Mapping, stored_before_0_2: bool = False) -> dict:
+    """A copy of an `optimizer:` mapping with its trigger spelled out (`trigger: robust`, the
+    default), so a stored mapping says which trigger wrote its history. A stored mapping without
+    the key (`stored_before_0_2`) was written by tvbod 0.1.0, whose ET-GP-UCB was the paper's."""
+    out = dict(m)
+    if uses_event_trigger(m) and "trigger" not in m:
+        out["trigger"] = "paper" if stored_before_0_2 else "robust"
+    return out
+
+
+def uses_event_trigger(m: Mapping) -> bool:
+    """Whether an `optimizer:` mapping resets on the event trigger (ET-GP-UCB or `reset: event`)."""
+    strategy = m.get("strategy", "et-gp-ucb")
+    preset = STRATEGIES.get(strategy, (None,))[0] if isinstance(strategy, str) else None
+    return (m.get("reset") or preset) == "event"
+
+
+def _parse_trigger(m: Mapping, strategy: str, reset: str | None) -> dict:
+    """`trigger: robust | paper | {type: robust, window: 3, ...}` and `forgetting_floor: eps`."""
+    event = (reset or STRATEGIES[strategy][0]) == "event"
+    for key in ("trigger", "forgetting_floor"):
+        if key in m and not event:
+            raise SpecError(key, "applies only with the event trigger (strategy et-gp-ucb or "
+                            "reset: event)")
+    if not event:
+        return {}
+    floor = None
+    if m.get("forgetting_floor") is not None:
+        floor = _number(m["forgetting_floor"], "forgetting_floor", 0.0, 1.0, lo_open=True,
+                        hi_open=True)
+    value = m.get("trigger", "robust")
+    if isinstance(value, str):
+        return {"trigger": TriggerSpec() if _choice(value, "trigger", TRIGGERS) == "robust"
+                else PAPER_TRIGGER, "forgetting_floor": floor}
+    t = _mapping(value, "trigger")
+    kind = _choice(t.get("type", "robust"), "trigger.type", TRIGGERS)
+    if kind == "paper":
+        _check_keys(t, {"type"}, "trigger.")
+        return {"trigger": PAPER_TRIGGER, "forgetting_floor": floor}
+    _check_keys(t, _TRIGGER_KEYS, "trigger.")
+    burst = _mapping(t.get("burst", {}), "trigger.burst")
+    _check_keys(burst, {"resets", "steps"}, "trigger.burst.")
+    d = TriggerSpec()
+    min_points = t.get("min_points")
+    return {"trigger": TriggerSpec(
+        "robust",
+        window=_integer(t.get("window", d.window), "trigger.window", 1, 100),
+        refractory=_integer(t.get("refractory", d.refractory), "trigger.refractory", 0, 10000),
+        min_points=None if min_points in (None, "auto") else _integer(min_points,
+                                                                      "trigger.min_points", 1),
+        burst_resets=_integer(burst.get("resets", d.burst_resets), "trigger.burst.resets", 1),
+        burst_steps=_integer(burst.get("steps", d.burst_steps), "trigger.burst.steps", 1),
+    ), "forgetting_floor": floor}

@@ -1,12 +1,33 @@
-"""The ET-GP-UCB event trigger (Brunzema et al., arXiv 2208.10790, Lemma 3 and Alg. 1).
+"""The ET-GP-UCB event trigger: the paper's single-point test and the robust default.
 
 After observing `y_t` at `x_t`, the measurement is compared with the posterior of the current
-dataset D (before `(x_t, y_t)` is added). Under a static objective, with probability at least
-`1 - delta_B` for all t' simultaneously,
+dataset D (before `(x_t, y_t)` is added). The one-step-ahead residual `e_t = y_t - mu_D(x_t)` has,
+under a static objective drawn from the GP prior (fixed hyperparameters), the predictive law
+`N(0, s_t^2)` with `s_t^2 = sigma_D^2(x_t) + sigma_n^2`, and the residuals since the last reset are
+independent (the prediction-error decomposition: each is Gaussian given everything before it).
 
-    psi_t = |y_t - mu_D(x_t)| <= sqrt(rho_t') sigma_D(x_t) + wbar_t'  =: threshold,
+**Point test** (Brunzema et al., arXiv 2208.10790, Lemma 3 and Alg. 1):
 
-so a violation is evidence that the objective has changed and the dataset is reset.
+    psi_t = |e_t| > sqrt(rho_t') sigma_D(x_t) + wbar_t',
+    rho_t' = 2 ln(2 pi_t' / delta_B),  wbar_t' = sqrt(2 sigma_n^2 ln(2 pi_t' / delta_B)) = sqrt(rho_t') sigma_n.
+
+The threshold is `sqrt(rho_t') (sigma + sigma_n) >= sqrt(rho_t') s_t`, so with
+`P(|Z| > c) <= exp(-c^2 / 2)` one step fires falsely with probability at most
+`delta_B / (2 pi_t')`; summed over t' (`sum 1/pi_t' = 1`) at most **delta_B / 2**.
+
+**Window test** (the robust trigger): for each window `w = 2..W` of the last w residuals,
+
+    |sum e_i| > c_t' sqrt(sum s_i^2),   c_t' = sqrt(2 ln(2 pi_t' W / delta_B)).
+
+The sum is `N(0, sum s_i^2)`, so each (t', w) fires falsely with probability at most
+`delta_B / (2 pi_t' W)`; over `w = 2..W` and all t' at most `delta_B (W - 1) / (2 W)` < **delta_B / 2**.
+Both tests together keep the paper's guarantee: no false reset with probability >= 1 - delta_B.
+Several same-sign residuals, each just under the point threshold (a step change of ~6 sigma_n),
+cross the window threshold within two or three steps (docs/benchmarks.md, *Drift detection*).
+
+**Refractory period**: no reset during the first `refractory` steps after a reset (tests still
+run and their residuals still count). **Reset burst**: more than `burst_resets` resets within
+`burst_steps` steps is reported (`reset_burst`), so an operator sees a loop at once.
 """
 
 from __future__ import annotations
@@ -30,19 +51,36 @@ def wbar(t_prime: int, delta_b: float, noise_variance: float) -> float:
     return math.sqrt(2.0 * noise_variance * math.log(2.0 * pi_t(t_prime) / delta_b))
 
 
+def window_constant(t_prime: int, delta_b: float, window: int) -> float:
+    """`c_t' = sqrt(2 ln(2 pi_t' W / delta_B))`, the window test's multiple of `sqrt(sum s_i^2)`."""
+    return math.sqrt(2.0 * math.log(2.0 * pi_t(t_prime) * window / delta_b))
+
+
 @dataclass(frozen=True)
 class TriggerDecision:
-    """One evaluation of the trigger: `psi`, the threshold, the `t'` used, and whether it fired."""
+    """One evaluation of the trigger.
+
+    `psi`/`threshold`: the point test. `window`, `window_psi`, `window_threshold`: the window
+    test's most significant window (largest `|sum e| / threshold`; 0, 0, inf when none ran).
+    `test`: which test fired (`"point"`, `"window"`) or None. `fired`: reset now (a test fired,
+    outside the refractory period, on a non-empty dataset). `held`: a test fired but the
+    refractory period held the reset back.
+    """
 
     psi: float
     threshold: float
     t_prime: int
     fired: bool
+    window: int = 0
+    window_psi: float = 0.0
+    window_threshold: float = math.inf
+    test: str | None = None
+    held: bool = False
 
 
 @dataclass(frozen=True)
 class EventTrigger:
-    """`reset iff psi_t > sqrt(rho_t') sigma_D(x_t) + wbar_t'` with confidence parameter `delta_B`."""
+    """The paper's test: `reset iff psi_t > sqrt(rho_t') sigma_D(x_t) + wbar_t'` (Lemma 3)."""
 
     delta_b: float
     noise_variance: float
@@ -65,4 +103,66 @@ class EventTrigger:
         """Compare the measurement `y` with the prediction `mu +- ...` made before adding it."""
         psi = abs(float(y) - float(mu))
         kappa = self.threshold(float(sigma), int(t_prime))
-        return TriggerDecision(psi=psi, threshold=kappa, t_prime=int(t_prime), fired=psi > kappa)
+        fired = psi > kappa
+        return TriggerDecision(psi=psi, threshold=kappa, t_prime=int(t_prime), fired=fired,
+                               test="point" if fired else None)
+
+
+class RobustTrigger:
+    """Point test + window test + refractory period + reset-burst report (module docstring).
+
+    State (`state_dict`): the residuals `e_i` and predictive variances `s_i^2` since the last
+    reset (the last `W - 1`; the current one completes a window), and recent reset steps.
+    `noise_variance` in `evaluate` overrides the construction value when it is learned.
+    """
+
+    def __init__(self, delta_b: float, noise_variance: float, window: int = 3,
+                 refractory: int = 3, burst_resets: int = 5, burst_steps: int = 50) -> None:
+        self.point = EventTrigger(delta_b, noise_variance)
+        self.window, self.refractory = int(window), int(refractory)
+        self.burst_resets, self.burst_steps = int(burst_resets), int(burst_steps)
+        self.residuals_: list[tuple[float, float]] = []
+        self.reset_steps_: list[int] = []
+
+    def evaluate(self, y: float, mu: float, sigma: float, t_prime: int, n: int = 1,
+                 noise_variance: float | None = None) -> TriggerDecision:
+        """Both tests on the residual of `y`; `n` is |D| (a reset of an empty D is moot)."""
+        delta_b = self.point.delta_b
+        nv = self.point.noise_variance if noise_variance is None else float(noise_variance)
+        e = float(y) - float(mu)
+        psi = abs(e)
+        threshold = math.sqrt(rho(int(t_prime), delta_b)) * float(sigma) + wbar(int(t_prime),
+                                                                                 delta_b, nv)
+        s2 = float(sigma) ** 2 + nv
+        best = (0.0, 0, 0.0, math.inf)  # (ratio, w, |sum e|, threshold)
+        if self.window >= 2:
+            c = window_constant(int(t_prime), delta_b, self.window)
+            past = self.residuals_[-(self.window - 1):]
+            total_e, total_v = e, s2
+            for w, (ei, vi) in enumerate(reversed(past), start=2):
+                total_e += ei
+                total_v += vi
+                thr = c * math.sqrt(total_v)
+                if abs(total_e) / thr > best[0]:
+                    best = (abs(total_e) / thr, w, abs(total_e), thr)
+        test = "point" if psi > threshold else ("window" if best[0] > 1.0 else None)
+        held = test is not None and int(t_prime) <= self.refractory
+        fired = test is not None and not held and n > 0
+        self.residuals_ = [] if fired else (self.residuals_ + [(e, s2)])[-max(self.window - 1, 0):]
+        return TriggerDecision(psi=psi, threshold=threshold, t_prime=int(t_prime), fired=fired,
+                               window=best[1], window_psi=best[2], window_threshold=best[3],
+                               test=test, held=held)
+
+    def on_reset(self, t: int) -> bool:
+        """Record a reset at step `t`; True if it makes a burst (> `burst_resets` within
+        `burst_steps` steps, counting this one)."""
+        self.residuals_ = []
+        self.reset_steps_ = [s for s in self.reset_steps_ if s > t - self.burst_steps] + [int(t)]
+        return len(self.reset_steps_) > self.burst_resets
+
+    def state_dict(self) -> dict:
+        return {"residuals": [list(r) for r in self.residuals_], "reset_steps": list(self.reset_steps_)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.residuals_ = [(float(e), float(v)) for e, v in state["residuals"]]
+        self.reset_steps_ = [int(s) for s in state["reset_steps"]]

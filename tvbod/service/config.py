@@ -30,7 +30,7 @@ import numpy as np
 import yaml
 
 from tvbod.core.errors import DomainError, SpecError, TvbodError
-from tvbod.core.spec import MAX_FINITE_POINTS, OptimizerSpec, parse_spec
+from tvbod.core.spec import MAX_FINITE_POINTS, OptimizerSpec, parse_spec, with_explicit_trigger
 from tvbod.protocol import PLANT_NAME_PATTERN, is_valid_plant_name
 from tvbod.service.security import (
     CurveConfig, KeyFileError, public_key_files, read_public_key, read_secret_key,
@@ -445,6 +445,7 @@ def _optimizer_mapping(value, parameters: tuple[ParameterConfig, ...], sense: st
         if parameters[0].scaling is not None:
             mapping["domain"]["scaling"] = [p.scaling for p in parameters]
     mapping["sense"] = sense
+    mapping = with_explicit_trigger(mapping)
     kernel = mapping.get("kernel")
     if isinstance(kernel, Mapping) and "empirical_from" in kernel:
         mapping["kernel"] = _empirical_kernel(kernel, arms, base)

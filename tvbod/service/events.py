@@ -29,10 +29,12 @@ EVENT_NAMES = frozenset({
     "checkpoint_written", "client_error", "daemon_stopped", "storage_error", "config_reloaded",
     "config_reload_failed", "plant_removed", "adapter_claimed", "client_refused",
     "measurement_out_of_range", "slow_proposal", "internal_error", "sd_notify_failed",
+    "reset_burst",
 })
 EVENT_LEVELS: dict[str, str] = {
     "storage_error": "error", "client_error": "warning", "proposal_abandoned": "warning",
     "client_refused": "warning", "config_reload_failed": "error", "internal_error": "error",
+    "reset_burst": "warning",
 }
 _LEVELS = ("debug", "info", "warning", "error", "critical")
 _NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}

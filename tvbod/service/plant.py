@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from tvbod.core import Strategy, make_strategy
+from tvbod.core.spec import with_explicit_trigger
 from tvbod.protocol import Ask, ErrorCode, Hello, ProtocolError, Tell
 from tvbod.service.config import PlantConfig
 from tvbod.service.events import PlantEventLog
@@ -125,7 +126,7 @@ class PlantRuntime:
 
                 # Replay reads this to switch configuration at the right step.
                 self.events.emit("config_reloaded", t=self.strategy.t, at="start",
-                                 changed=changed_keys(state.get("optimizer", {}),
+                                 changed=changed_keys(_stored_optimizer(state),
                                                       self.config.optimizer_mapping),
                                  fingerprint=self.record_optimizer(),
                                  pending=(self.proposal or {}).get("id"))
@@ -156,7 +157,7 @@ class PlantRuntime:
         try:
             if state.get("schema") != _STATE_SCHEMA:
                 raise RestoreError(f"checkpoint schema {state.get('schema')!r}, expected {_STATE_SCHEMA}")
-            frozen = frozen_changes(state.get("optimizer", {}), self.config.optimizer_mapping)
+            frozen = frozen_changes(_stored_optimizer(state), self.config.optimizer_mapping)
             if frozen:
                 raise RestoreError(
                     f"plant {self.name!r}: the configuration changed "
@@ -442,12 +443,19 @@ class PlantRuntime:
                 failed=record["failed"], raw_measurement=record["measurement"], psi=result.psi,
                 threshold=result.threshold, mu=result.mu, sigma=result.sigma, reset=result.reset,
                 t_prime=result.t_prime, dataset_size=result.dataset_size,
-                metadata=record.get("metadata") or None, **extra)
+                metadata=record.get("metadata") or None, **_window_fields(result), **extra)
         if result.reset:
             ev.emit("reset", level="warning", t=result.t, t_prime=result.t_prime, psi=result.psi,
                     threshold=result.threshold, reason=result.reset_reason,
                     dataset_size_before=self._size_before_reset,
-                    dataset_size_after=result.dataset_size, **extra)
+                    dataset_size_after=result.dataset_size, **_window_fields(result), **extra)
+        if result.reset_burst and not replayed:
+            trig = self.strategy.spec.trigger
+            ev.emit("reset_burst", level="warning", t=result.t, resets=trig.burst_resets + 1,
+                    within_steps=trig.burst_steps,
+                    hint="resets faster than the trigger's burst rate: a reset loop. Check the "
+                    "measurement offset/scale (docs/configuration.md, Measurement scaling) or raise "
+                    "optimizer.trigger.refractory")
         prior_sd = float(np.sqrt(self.strategy.spec.kernel.variance))
         y_gp = self.strategy.to_internal_y(y)
         if not replayed and abs(y_gp) > _OUT_OF_RANGE_SIGMAS * prior_sd:
@@ -493,3 +501,19 @@ class PlantRuntime:
     def close(self) -> None:
         self.store.close()
         self.events.close()
+
+
+def _stored_optimizer(state: dict) -> dict:
+    """The optimizer mapping a checkpoint was written under, its trigger spelled out (a mapping
+    stored by tvbod 0.1.0 has no `trigger` key: its ET-GP-UCB was the paper's)."""
+    return with_explicit_trigger(state.get("optimizer", {}), stored_before_0_2=True)
+
+
+def _window_fields(result) -> dict[str, Any]:
+    """The robust trigger's fields of `measurement` and `reset` events (docs/events.md): which test
+    fired, the window test's most significant window and its statistic against its threshold,
+    and whether the refractory period held a reset back. Empty for the paper's trigger."""
+    if result.window == 0 and not result.held:  # the paper's trigger, or no window yet
+        return {"test": result.test} if result.test else {}
+    return {"test": result.test, "window": result.window, "window_psi": result.window_psi,
+            "window_threshold": result.window_threshold, "held": result.held}

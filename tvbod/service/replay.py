@@ -48,6 +48,7 @@ def load_epochs(plant_dir: Path) -> list[tuple[int, dict, bool]]:
     step t's proposal had been issued under the previous settings."""
     import json
 
+    from tvbod.core.spec import with_explicit_trigger
     from tvbod.service.events import read_events
 
     epochs = []
@@ -55,7 +56,8 @@ def load_epochs(plant_dir: Path) -> list[tuple[int, dict, bool]]:
         if e.get("event") in ("plant_restored", "config_reloaded") and "fingerprint" in e:
             path = plant_dir / "optimizers" / f"{e['fingerprint']}.json"
             if path.exists():
-                epochs.append((e["t"], json.loads(path.read_text()), bool(e.get("pending"))))
+                stored = with_explicit_trigger(json.loads(path.read_text()), stored_before_0_2=True)
+                epochs.append((e["t"], stored, bool(e.get("pending"))))
     return epochs
 
 
@@ -78,7 +80,9 @@ def recorded_optimizer(plant_dir: Path, config: Path | None) -> dict:
     if not state or "optimizer" not in state:
         raise SystemExit(f"tvbod replay: {plant_dir} has no readable checkpoint with the optimizer "
                          "configuration; pass --config PLANT_FILE")
-    return state["optimizer"]
+    from tvbod.core.spec import with_explicit_trigger
+
+    return with_explicit_trigger(state["optimizer"], stored_before_0_2=True)
 
 
 def apply_overrides(mapping: dict, sets: list[str], unsets: list[str]) -> dict:
@@ -100,6 +104,11 @@ def apply_overrides(mapping: dict, sets: list[str], unsets: list[str]) -> dict:
         for p in parents:
             node = node.setdefault(p, {})
         node[leaf] = yaml.safe_load(raw)
+    from tvbod.core.spec import uses_event_trigger
+
+    if not uses_event_trigger(out):  # e.g. --set strategy=gp-ucb: the trigger keys go with it
+        for key in ("trigger", "forgetting_floor"):
+            out.pop(key, None)
     return out
 
 

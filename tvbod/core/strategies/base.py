@@ -15,7 +15,10 @@ class TellResult:
     `t` is the step that was told, `t_prime` the steps since the last reset used by the trigger,
     `psi`/`threshold`/`mu`/`sigma` the trigger's quantities in the GP's internal (scaled) units,
     `reset` whether the dataset was reset and `reset_reason` why ("event" or "periodic"),
-    `dataset_size` the size of D after the tell.
+    `dataset_size` the size of D after the tell. The robust trigger (`tvbod.core.trigger`) adds
+    `test` (which test fired: "point", "window" or None), the window test's most significant
+    window `window` with `window_psi` against `window_threshold`, `held` (a test fired inside
+    the refractory period) and `reset_burst` (this reset makes a burst).
     """
 
     t: int
@@ -27,6 +30,12 @@ class TellResult:
     mu: float
     sigma: float
     dataset_size: int
+    test: str | None = None
+    window: int = 0
+    window_psi: float = 0.0
+    window_threshold: float = float("inf")
+    held: bool = False
+    reset_burst: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -22,11 +22,11 @@ from ..errors import DomainError, StateError
 from ..exploration import (AdaptiveKappaLambda, AGPUCBScaling, bound_regret_estimate, norm_growth,
                            one_step_regret_estimate)
 from ..gp import ExactGP
-from ..hyperparameters import GammaPrior, fit_lengthscales
+from ..hyperparameters import GammaPrior, fit_hyperparameters
 from ..kernels import ForgettingFactor, Matern52, MatrixKernel, SquaredExponential, WienerDrift
 from ..optimize import Budget, maximize_ucb_on_box, maximize_ucb_on_set, sobol_unit
 from ..spec import OptimizerSpec
-from ..trigger import EventTrigger
+from ..trigger import EventTrigger, RobustTrigger
 from .base import Strategy, TellResult
 
 _STATE_FORMAT = 1
@@ -81,9 +81,19 @@ def build_exploration(spec: OptimizerSpec):
                          e.h_max, e.sigma_floor)
 
 
+def build_trigger(spec: OptimizerSpec):
+    """The robust trigger of `spec.trigger`, or the paper's point test (also for non-ET presets,
+    whose `tell` reports psi/threshold without acting on them)."""
+    t = spec.trigger
+    if t is not None and t.robust:
+        return RobustTrigger(spec.delta_b, spec.noise_variance, t.window, t.refractory,
+                             t.burst_resets, t.burst_steps)
+    return EventTrigger(spec.delta_b, spec.noise_variance)
+
+
 def build_temporal(spec: OptimizerSpec):
     if spec.temporal == "forgetting":
-        return ForgettingFactor(spec.forgetting)
+        return ForgettingFactor(spec.forgetting_eps)
     if spec.temporal == "drift":
         return WienerDrift(spec.drift_variance)
     return None
@@ -99,7 +109,8 @@ class GPUCBStrategy(Strategy):
         self.base_kernel = build_base_kernel(spec)
         self.gp = ExactGP(build_kernel(spec, self.domain, self.base_kernel), spec.noise_variance,
                           build_temporal(spec))
-        self.trigger = EventTrigger(spec.delta_b, spec.noise_variance)
+        self.trigger = build_trigger(spec)
+        self._robust = isinstance(self.trigger, RobustTrigger)
         self.budget = Budget(spec.candidates, spec.starts, spec.maxiter)
         self._sign = 1.0 if spec.sense == "maximize" else -1.0
         if self.domain.finite:
@@ -202,13 +213,17 @@ class GPUCBStrategy(Strategy):
         t, yi = self._t, self.to_internal_y(y)
         t_prime = t - self._t_reset
         mu, sigma = self._posterior_at(z, t)
-        decision = self.trigger.evaluate(yi, mu, sigma, t_prime)
         n_before = self.gp.n
-        reason = None
+        if self._robust:
+            decision = self.trigger.evaluate(yi, mu, sigma, t_prime, n_before, self.gp.noise_variance)
+        else:
+            decision = self.trigger.evaluate(yi, mu, sigma, t_prime)
+        reason, burst = None, False
         # Paper, Alg. 1: on a trigger D <- {(x_t, y_t)}; the trigger is moot on an empty D.
         if self.spec.reset_policy == "event" and decision.fired and n_before > 0:
             reason = "event"
             self.gp.reset()
+            burst = self._robust and self.trigger.on_reset(t)
         self.gp.append(z, yi, float(t))
         if self.spec.reset_policy == "periodic" and t % self.spec.reset_period == 0:
             reason = "periodic"  # R-GP-UCB: forget everything every N steps
@@ -217,8 +232,11 @@ class GPUCBStrategy(Strategy):
             self._t_reset = t
             self._resets += 1
             self._last_reset_t = t
-        if self.spec.hyper is not None and t % self.spec.hyper.refit_every == 0:
-            self._refit_lengthscales(t)
+        # Hyperparameters are kept across a reset until D has `min_points` points again (robust
+        # trigger): one point carries no lengthscale information.
+        if (self.spec.hyper is not None and t % self.spec.hyper.refit_every == 0
+                and self.gp.n >= self.spec.min_points):
+            self._refit_hyperparameters(t)
         if self.exploration is not None:
             self._update_exploration(t, yi, mu, reason is not None, n_before)
         self._t += 1
@@ -226,7 +244,9 @@ class GPUCBStrategy(Strategy):
         return TellResult(
             t=t, t_prime=t_prime, reset=reason is not None, reset_reason=reason,
             psi=decision.psi, threshold=decision.threshold, mu=mu, sigma=sigma,
-            dataset_size=self.gp.n,
+            dataset_size=self.gp.n, test=decision.test, window=decision.window,
+            window_psi=decision.window_psi, window_threshold=decision.window_threshold,
+            held=decision.held, reset_burst=burst,
         )
 
     # ------------------------------------------------------------------ hyperparameters
@@ -234,12 +254,22 @@ class GPUCBStrategy(Strategy):
     def lengthscales(self) -> np.ndarray | None:
         return None if self.base_kernel is None else self.base_kernel.lengthscales.copy()
 
-    def _set_lengthscales(self, lengthscales) -> None:
-        self.base_kernel = build_base_kernel(self.spec, np.asarray(lengthscales, dtype=float))
+    @property
+    def variances(self) -> tuple[float, float]:
+        """`(sigma_f^2, sigma_n^2)` in force (fitted under the robust trigger's defaults)."""
+        return (self.spec.kernel.variance if self.base_kernel is None else self.base_kernel.variance,
+                self.gp.noise_variance)
+
+    def _set_lengthscales(self, lengthscales, variance: float | None = None) -> None:
+        base = build_base_kernel(self.spec, np.asarray(lengthscales, dtype=float))
+        if variance is not None:
+            base = type(base)(base.lengthscales, variance)
+        self.base_kernel = base
         self.gp.kernel = build_kernel(self.spec, self.domain, self.base_kernel)
 
-    def _refit_lengthscales(self, t: int) -> None:
-        """MAP lengthscales on the current dataset, then a full refactorization if they changed."""
+    def _refit_hyperparameters(self, t: int) -> None:
+        """MAP lengthscales (and, if configured, sigma_f^2 and sigma_n^2) on the current dataset,
+        then a full refactorization if anything changed."""
         h = self.spec.hyper
         X = self.gp.X_ if self.gp.n else np.empty((0, self.domain.dim))
         if isinstance(self.domain, PointsDomain) and self.gp.n:
@@ -250,16 +280,20 @@ class GPUCBStrategy(Strategy):
         start = self.base_kernel
         if isinstance(self.exploration, AGPUCBScaling):  # warm start from the MAP, not theta_t
             start = self.base_kernel.with_lengthscales(self.exploration.theta_map_)
-        new = fit_lengthscales(
-            start, X, self.gp.y_, self.spec.noise_variance,
+        fit = fit_hyperparameters(
+            start, X, self.gp.y_, self.gp.noise_variance,
             GammaPrior(h.prior_shape, h.prior_rate), (h.lower, h.upper),
             np.random.default_rng([self.spec.seed, t, _RNG_HYPER]), h.restarts, h.maxiter, temporal_K,
+            h.variance_bounds, h.noise_bounds,
         )
         if isinstance(self.exploration, AGPUCBScaling):
-            self.exploration.theta_map_ = new  # theta_t is set by _update_exploration
+            self.exploration.theta_map_ = fit.lengthscales  # theta_t is set by _update_exploration
             return
-        if not np.array_equal(new, self.base_kernel.lengthscales):
-            self._set_lengthscales(new)
+        if (not np.array_equal(fit.lengthscales, self.base_kernel.lengthscales)
+                or fit.variance != self.base_kernel.variance
+                or fit.noise_variance != self.gp.noise_variance):
+            self._set_lengthscales(fit.lengthscales, fit.variance)
+            self.gp.noise_variance = fit.noise_variance
             self.gp.refactor()
 
     # ------------------------------------------------------------------ state
@@ -276,6 +310,8 @@ class GPUCBStrategy(Strategy):
             "lengthscales": None if self.base_kernel is None else self.base_kernel.lengthscales.tolist(),
             "gp": self.gp.state_dict(),
             **({} if self.exploration is None else {"exploration": self.exploration.state_dict()}),
+            **({"trigger": {**self.trigger.state_dict(), "variances": list(self.variances)}}
+               if self._robust else {}),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -308,15 +344,27 @@ class GPUCBStrategy(Strategy):
             if explo is not None:
                 explo_new = build_exploration(self.spec)
                 explo_new.load_state_dict(explo)
+            # A state without trigger state (written under the paper trigger, or by tvbod 0.1.0)
+            # starts the robust trigger afresh: empty residual window, configured variances.
+            trigger_new = build_trigger(self.spec)
+            variances = (self.spec.kernel.variance, self.spec.noise_variance)
+            if self._robust and state.get("trigger") is not None:
+                trigger_new.load_state_dict(state["trigger"])
+                variances = tuple(float(v) for v in state["trigger"]["variances"])
+                if len(variances) != 2 or not all(np.isfinite(v) and v > 0 for v in variances):
+                    raise StateError(f"variances {variances!r} are not two positive numbers")
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, StateError):
                 raise
             raise StateError(f"malformed state: {exc!r}") from None
         if ls is not None:
-            self._set_lengthscales(ls)
+            self._set_lengthscales(ls, variances[0] if self._robust else None)
+        if self._robust:
+            self.gp.noise_variance = variances[1]
         self.gp.load_state_dict(gp_state)
         if self.exploration is not None:
             self.exploration = explo_new
+        self.trigger = trigger_new
         self._t, self._t_reset, self._resets = t, t_reset, resets
         self._last_reset_t = None if last is None else int(last)
         self._pending = pending
