@@ -42,6 +42,8 @@ SCALING_POINTS, SCALING_SEED = 1024, 0
 #: "Resets within a few steps after the jump": median delay <= FEW_STEPS, detected within
 #: FEW_STEPS in at least DETECTED_SHARE of the runs.
 FEW_STEPS, DETECTED_SHARE = 5, 0.8
+#: A ramp reaches the jump's friction this many steps after it starts.
+RAMP_STEPS = 50
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class Config:
 
     horizon: int = HORIZON
     jump_at: int = JUMP_AT
+    profile: str = "jump"  # jump | ramp (over RAMP_STEPS from jump_at) | constant (no change)
     offset: float = 0.0
     scale: float = 1.0
     refit_every: int = 1
@@ -60,12 +63,17 @@ class Config:
     polish_maxiter: int = 50
 
 
-def make_plant(seed: int, jump_at: int = JUMP_AT):
-    """The run's plant: default parameters, friction x2.5 from `jump_at`, noise `rng([seed, t])`."""
+def make_plant(seed: int, jump_at: int = JUMP_AT, profile: str = "jump"):
+    """The run's plant: default parameters, friction x2.5 from `jump_at` (a `ramp` reaches x2.5
+    `RAMP_STEPS` later; `constant` never changes), noise `rng([seed, t])`."""
     from plant_adapters.cartpole.dynamics import CartPoleParams, CartPolePlant, FrictionProfile
 
     params = CartPoleParams()
-    return CartPolePlant(params, FrictionProfile.jump(params.friction, JUMP_FACTOR, jump_at), seed)
+    mu = params.friction
+    friction = {"jump": lambda: FrictionProfile.jump(mu, JUMP_FACTOR, jump_at),
+                "ramp": lambda: FrictionProfile.ramp(mu, JUMP_FACTOR, jump_at, jump_at + RAMP_STEPS),
+                "constant": lambda: FrictionProfile.constant(mu)}[profile]()
+    return CartPolePlant(params, friction, seed)
 
 
 def scaling_sample() -> np.ndarray:
@@ -121,7 +129,7 @@ def run_task(run: int, algo: pr.Algo, seed: int, cfg: Config) -> dict:
 
     t_start = time.process_time()
     rs = pr.run_seed(seed, run)
-    plant = make_plant(rs, cfg.jump_at)
+    plant = make_plant(rs, cfg.jump_at, cfg.profile)
     strategy = make_strategy(build_spec(algo, cfg, rs))
     regret, resets, failures, outside, optimum = [], [], 0, 0, 0.0
     for t in range(1, cfg.horizon + 1):
@@ -175,6 +183,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--horizon", type=int, default=HORIZON, help=f"steps T (default {HORIZON})")
     parser.add_argument("--jump-at", type=int, default=JUMP_AT,
                         help=f"step of the friction jump (default {JUMP_AT})")
+    parser.add_argument("--profile", choices=("jump", "ramp", "constant"), default="jump",
+                        help="friction change: jump (default), ramp over 50 steps, constant (none)")
     parser.add_argument("--out", type=Path, default=Path("bench-out/cartpole"),
                         help="directory for results.json and the PNG plots")
     parser.add_argument("--algos", type=_parse_algos, default=None,
@@ -210,8 +220,8 @@ def run(args: argparse.Namespace) -> int:
         scaling["offset"] = args.offset
     if args.scale is not None:
         scaling["scale"] = args.scale
-    cfg = Config(args.horizon, args.jump_at, scaling["offset"], scaling["scale"], args.refit_every,
-                 args.map_restarts, args.map_maxiter, args.candidates)
+    cfg = Config(args.horizon, args.jump_at, args.profile, scaling["offset"], scaling["scale"],
+                 args.refit_every, args.map_restarts, args.map_maxiter, args.candidates)
     algos = pr.select(pr.five_algorithms(RESET_PERIOD, FORGETTING, DRIFT), args.algos)
     print(f"measurement scaling: offset {cfg.offset:.4f}, scale {cfg.scale:.4f} (nominal cost "
           f"range {scaling['cost_min']:.3f}..{scaling['cost_max']:.3f})", file=sys.stderr)
@@ -225,13 +235,17 @@ def run(args: argparse.Namespace) -> int:
         a["outside_prior_mean"] = float(np.mean([r["outside_prior"] for r in per]))
         a["lengthscales_final"] = [r["lengthscales"] for r in sorted(per, key=lambda r: r["run"])]
     et = next((a for a in summary if a["strategy"] == "et-gp-ucb"), None)
-    detection = pr.detection_stats(et["reset_times"], args.jump_at, FEW_STEPS) if et else None
-    checks = check_claims(summary, detection) if et else []
-    print(pr.format_table(summary, f"Cart-pole: {args.runs} runs, T = {args.horizon}, friction "
-                                   f"x{JUMP_FACTOR:g} at t = {args.jump_at}, refit every "
-                                   f"{args.refit_every}"))
-    if detection:
-        print(pr.format_detection(detection))
+    detections = {a["label"]: pr.detection_stats(a["reset_times"], args.jump_at, FEW_STEPS)
+                  for a in summary if a["strategy"] == "et-gp-ucb"}
+    detection = detections.get(et["label"]) if et else None
+    checks = check_claims(summary, detection) if et and args.profile == "jump" else []
+    change = {"jump": f"friction x{JUMP_FACTOR:g} at t = {args.jump_at}",
+              "ramp": f"friction ramp to x{JUMP_FACTOR:g} over t = {args.jump_at}.."
+                      f"{args.jump_at + RAMP_STEPS}", "constant": "no change"}[args.profile]
+    print(pr.format_table(summary, f"Cart-pole: {args.runs} runs, T = {args.horizon}, {change}, "
+                                   f"refit every {args.refit_every}"))
+    for label, d in detections.items():
+        print(pr.format_detection(d, label))
     print("same plant realisation for every algorithm in every run:", pr.same_realisation(summary))
     print()
     print(pr.format_claims(checks))
@@ -243,7 +257,7 @@ def run(args: argparse.Namespace) -> int:
                       "prior": [PRIOR_SHAPE, PRIOR_RATE], "jump_factor": JUMP_FACTOR,
                       "failure_sigmas": FAILURE_SIGMAS},
            "wall_time_s": round(wall, 2), "wins": pr.wins(summary), "algorithms": summary,
-           "detection": detection,
+           "detection": detection, "detections": detections,
            "same_realisation": pr.same_realisation(summary), "claims": checks}
     (args.out / "results.json").write_text(json.dumps(doc, indent=1))
     if not args.no_plots:
