@@ -63,7 +63,9 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault(var, "1")
     args = build_parser().parse_args(argv)
     try:
-        return int(importlib.import_module(args._module).run(args) or 0)
+        code = int(importlib.import_module(args._module).run(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows up here, not in the interpreter's exit
+        return code
     except BrokenPipeError:
         # The reader went away (`tvbod inspect ... | head`): stop quietly, as `cat` does.
         devnull = os.open(os.devnull, os.O_WRONLY)

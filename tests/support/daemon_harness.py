@@ -56,7 +56,7 @@ class Daemon:
     """`tvbod run` as a child process on an ipc endpoint in `root`."""
 
     def __init__(self, root: Path, plants: dict[str, dict] | None = None, checkpoint_every: int = 5,
-                 env: dict | None = None) -> None:
+                 env: dict | None = None, extra: str = "") -> None:
         self.root = root
         self.endpoint = f"ipc://{root}/run/tvbod.sock"
         self.state = root / "state"
@@ -69,7 +69,7 @@ class Daemon:
             log_format: json
             plants: "plants/*.yaml"
             checkpoint_every: {checkpoint_every}
-            """))
+            """) + textwrap.dedent(extra))
         for name, kw in (plants or {"alpha": {}}).items():
             (root / "plants" / f"{name}.yaml").write_text(plant_yaml(name, **kw))
         self.proc: subprocess.Popen | None = None

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = load_daemon_config(args.config, isatty=sys.stdout.isatty())
     except ConfigError as exc:
-        print(f"tvbod: configuration error: {exc}", file=sys.stderr)
+        _fail(f"tvbod: configuration error: {exc}")
         return 2
     from tvbod.service import metrics as metrics_module
 
@@ -46,11 +46,11 @@ def run(args: argparse.Namespace) -> int:
         endpoints = server.bind()
         metrics = server.metrics = metrics_module.create(config.metrics)
     except (RestoreError, DaemonLockedError) as exc:
-        print(f"tvbod: {exc}", file=sys.stderr)
+        _fail(f"tvbod: {exc}")
         sink.emit("daemon_stopped", level="error", reason=str(exc))
         return 1
     except (OSError, zmq.ZMQError) as exc:
-        print(f"tvbod: cannot start: {exc}", file=sys.stderr)
+        _fail(f"tvbod: cannot start: {exc}")
         server.shutdown()
         return 1
     if config.metrics is not None:
@@ -84,3 +84,11 @@ def _warnings_to_events(sink) -> None:
                   where=f"{filename}:{lineno}")
 
     warnings.showwarning = show
+
+
+def _fail(line: str) -> None:
+    """One line on stderr; under systemd it carries the error priority `<3>` (journalctl -p err)."""
+    from tvbod.service.events import PRIORITIES, is_journal_stream
+
+    prefix = f"<{PRIORITIES['error']}>" if is_journal_stream(sys.stderr) else ""
+    print(prefix + line, file=sys.stderr)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
@@ -219,10 +218,13 @@ def run(args: argparse.Namespace) -> int:
     if not has_history(plant_dir):
         print(f"tvbod replay: {plant_dir}/events.jsonl not found", file=sys.stderr)
         return 2
-    if args.plot is not None and importlib.util.find_spec("matplotlib") is None:
-        print("tvbod replay: --plot needs matplotlib, which is not installed "
-              "(pip install 'tvbod[plots]')", file=sys.stderr)
-        return 2
+    if args.plot is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            print("tvbod replay: --plot needs matplotlib, which is not installed "
+                  "(pip install 'tvbod[plots]')", file=sys.stderr)
+            return 2
     history = load_history(plant_dir)
     start, problem = base_state(plant_dir)
     if problem:
