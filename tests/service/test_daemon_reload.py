@@ -123,3 +123,13 @@ def test_restart_with_a_changed_config_keeps_allowed_changes_and_refuses_the_res
     bad = subprocess.run([sys.executable, "-m", "tvbod", "run", "--config", str(tmp_path / "tvbod.yaml")],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and "optimizer.sense" in bad.stderr
+
+
+def test_reload_of_an_unchanged_file_with_log_format_auto_requires_no_restart(tmp_path):
+    d = Daemon(tmp_path)
+    conf = d.root / "tvbod.yaml"
+    conf.write_text(conf.read_text().replace("log_format: json", "log_format: auto"))
+    d.start()
+    event = _hup_and_wait(d, "config_reloaded")
+    assert event["restart_required_for"] == [] and event["changed"] == {}
+    assert d.stop() == 0
