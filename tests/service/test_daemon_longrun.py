@@ -11,7 +11,7 @@ from daemon_harness import Daemon, objective
 from tvbod.service.event_files import read_history, rotated_segments
 
 #: Lifetimes of the crash loop (the issue's 50 with TVBOD_LONG_TESTS=1; each costs a daemon start).
-LIFETIMES = 50 if os.environ.get("TVBOD_LONG_TESTS") == "1" else 12
+LIFETIMES = 50 if os.environ.get("TVBOD_LONG_TESTS") == "1" else 8
 STEPS_PER_LIFE = 3  # 6 journal records: fewer than checkpoint_every
 CHECKPOINT_EVERY = 20
 

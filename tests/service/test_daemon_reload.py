@@ -19,11 +19,16 @@ def _session(client, steps):
 
 
 def _hup_and_wait(d, event):
-    before = sum(e["event"] == event for e in d.log_events())
+    """The daemon-wide `event` after a SIGHUP (a plant's own `config_reloaded`, which comes
+    first, is not the one: a loaded machine may show it alone for a while)."""
+    def daemon_events():
+        return [e for e in d.log_events() if e["event"] == event and "plant" not in e]
+
+    before = len(daemon_events())
     d.proc.send_signal(signal.SIGHUP)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        events = [e for e in d.log_events() if e["event"] == event]
+        events = daemon_events()
         if len(events) > before:
             return events[-1]
         time.sleep(0.05)
