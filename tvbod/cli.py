@@ -62,7 +62,15 @@ def main(argv: list[str] | None = None) -> int:
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(var, "1")
     args = build_parser().parse_args(argv)
-    return int(importlib.import_module(args._module).run(args) or 0)
+    try:
+        code = int(importlib.import_module(args._module).run(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows up here, not in the interpreter's exit
+        return code
+    except BrokenPipeError:
+        # The reader went away (`tvbod inspect ... | head`): stop quietly, as `cat` does.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a command killed by it
 
 
 if __name__ == "__main__":

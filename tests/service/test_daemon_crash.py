@@ -3,7 +3,7 @@ and the dataset equal those of an uninterrupted run fed the same measurements.""
 
 import random
 
-from daemon_harness import Daemon, KillSchedule, drive, measurement_history
+from daemon_harness import Daemon, KillSchedule, assert_bounded_recovery, drive, measurement_history
 
 from tvbod.service.store import PlantStore
 
@@ -38,3 +38,5 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(tmp_path):
     assert _final_state(d) == _final_state(ref)
     restored = [e for e in d.events() if e["event"] == "plant_restored"]
     assert len(restored) == kills[0] + 1  # the first start and one per kill
+    # Bounded journals and flat restart work however many kills (tests/support/daemon_harness.py).
+    assert_bounded_recovery(d, "alpha", 7, schedule.targets, STEPS)

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import msgpack
-from daemon_harness import Daemon, KillSchedule, RawPeer, measurement_history
+from daemon_harness import Daemon, KillSchedule, RawPeer, assert_bounded_recovery, measurement_history
 
 from plant_adapters.client import DaemonClient
 
@@ -64,6 +64,7 @@ def test_kill_loop_on_a_cartpole_session_loses_and_duplicates_nothing(tmp_path):
     got, want = measurement_history(d, "cartpole"), measurement_history(ref, "cartpole")
     assert [h[0] for h in got] == list(range(1, steps + 1))
     assert got == want
+    assert_bounded_recovery(d, "cartpole", 5, schedule.targets, steps)
 
 
 def test_adapter_killed_mid_proposal_resumes_the_pending_proposal(tmp_path):

@@ -1,7 +1,8 @@
 """10,000+ random and mutated frames against a running daemon: no crash, no state change."""
 
 import msgpack
-from daemon_harness import RawPeer
+import pytest
+from daemon_harness import Daemon, RawPeer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -39,7 +40,19 @@ def frames(draw):
     return draw(st.lists(st.binary(max_size=30), min_size=2, max_size=4))
 
 
-def test_fuzzed_frames_never_crash_the_daemon_or_touch_state(daemon):
+@pytest.fixture
+def patient_daemon(tmp_path):
+    """Plants whose proposal never times out during the test, however slow the machine: the
+    test compares the pending proposal before and after, and must not race the 60 s default."""
+    d = Daemon(tmp_path / "d", {"alpha": {"timeout": 10**9},
+                                "beta": {"sense": "maximize", "seed": 2, "timeout": 10**9}})
+    d.start()
+    yield d
+    assert d.stop() == 0, d.log.read_text()[-3000:]
+
+
+def test_fuzzed_frames_never_crash_the_daemon_or_touch_state(patient_daemon):
+    daemon = patient_daemon
     with daemon.client() as c:
         p = c.ask()
         before = c.status()["plants"]

@@ -132,8 +132,11 @@ def test_every_reset_is_logged_as_a_structured_event(tmp_path):
         else:  # ... or the robust trigger's window test did
             assert e["test"] == "window" and e["window_psi"] > e["window_threshold"]
     names = {e["event"] for e in d.log_events()}
-    assert {"daemon_started", "plant_restored", "proposal", "measurement", "reset",
-            "checkpoint_written", "daemon_stopped"} <= names
+    assert {"daemon_started", "plant_restored", "reset", "checkpoint_written",
+            "daemon_stopped"} <= names
+    # Per-step events are debug: kept in events.jsonl, not in the journal at log_level info.
+    assert not {"proposal", "measurement"} & names
+    assert {"proposal", "measurement"} <= {e["event"] for e in d.events()}
 
 
 def test_replay_verify_reproduces_a_recorded_session_exactly(tmp_path):

@@ -94,12 +94,28 @@ def test_plant_event_goes_to_stdout_and_to_the_plant_file(tmp_path: Path) -> Non
     out = io.StringIO()
     configure_logging("json", stream=out)
     log = PlantEventLog(tmp_path / "plants" / "cart" / "events.jsonl", plant="cart")
-    log.emit("measurement", t=4, y=0.25)
+    log.emit("checkpoint_written", t=4, y=0.25)
     (stdout_line,) = lines(out)
     (file_line,) = read_events(log.path)
     for line in (stdout_line, file_line):
-        assert (line["event"], line["plant"], line["t"], line["y"]) == ("measurement", "cart", 4, 0.25)
+        assert (line["event"], line["plant"], line["t"], line["y"]) == ("checkpoint_written", "cart", 4, 0.25)
         assert line["level"] == "info" and line["timestamp"].endswith("Z")
+
+
+def test_per_step_events_are_debug_on_stdout_but_always_in_the_plant_file(tmp_path: Path) -> None:
+    out = io.StringIO()
+    configure_logging("json", stream=out, level="info")
+    log = PlantEventLog(tmp_path / "events.jsonl", plant="cart")
+    log.emit("proposal", t=1, proposal_id="cart:1")
+    log.emit("measurement", t=1, proposal_id="cart:1")
+    log.emit("reset", level="warning", t=1)
+    assert [e["event"] for e in lines(out)] == ["reset"]
+    assert [(e["event"], e["level"]) for e in read_events(log.path)] == [
+        ("proposal", "debug"), ("measurement", "debug"), ("reset", "warning")]
+    out = io.StringIO()
+    configure_logging("json", stream=out, level="debug")
+    log.emit("measurement", t=2, proposal_id="cart:2")
+    assert [e["event"] for e in lines(out)] == ["measurement"]
 
 
 def test_every_plant_file_line_is_strict_json_even_with_nan(tmp_path: Path) -> None:
@@ -150,16 +166,16 @@ def test_a_failing_event_file_is_reported_on_stdout_and_does_not_raise(tmp_path:
     configure_logging("json", stream=out)
     (tmp_path / "not-a-dir").write_text("")
     log = PlantEventLog(tmp_path / "not-a-dir" / "events.jsonl", plant="cart")
-    log.emit("proposal", t=1)
+    log.emit("checkpoint_written", t=1)
     events = [line["event"] for line in lines(out)]
-    assert events == ["proposal", "storage_error"]
+    assert events == ["checkpoint_written", "storage_error"]
 
 
 def test_event_sink_reuses_one_log_per_plant_and_keeps_daemon_events_off_plant_files(
     tmp_path: Path,
 ) -> None:
     out = io.StringIO()
-    configure_logging("json", stream=out)
+    configure_logging("json", stream=out, level="debug")
     sink = EventSink()
     cart = sink.plant("cart", tmp_path / "cart.jsonl")
     assert sink.plant("cart", tmp_path / "cart.jsonl") is cart

@@ -56,7 +56,7 @@ class Daemon:
     """`tvbod run` as a child process on an ipc endpoint in `root`."""
 
     def __init__(self, root: Path, plants: dict[str, dict] | None = None, checkpoint_every: int = 5,
-                 env: dict | None = None, existing: bool = False) -> None:
+                 env: dict | None = None, extra: str = "", existing: bool = False) -> None:
         """`existing`: `root` already holds tvbod.yaml, plants/ and state/ (e.g. a fixture)."""
         self.root = root
         self.endpoint = f"ipc://{root}/run/tvbod.sock"
@@ -74,7 +74,7 @@ class Daemon:
             log_format: json
             plants: "plants/*.yaml"
             checkpoint_every: {checkpoint_every}
-            """))
+            """) + textwrap.dedent(extra))
         for name, kw in (plants or {"alpha": {}}).items():
             (root / "plants" / f"{name}.yaml").write_text(plant_yaml(name, **kw))
 
@@ -230,3 +230,20 @@ def drive(d: Daemon, steps: int, schedule: KillSchedule | None = None, timeout_s
             if schedule is not None:
                 schedule.completed(step)
         return c.reconnects
+
+
+def assert_bounded_recovery(d: Daemon, plant: str, checkpoint_every: int, kill_targets: list[int],
+                            steps: int) -> None:
+    """After a kill loop: no start replayed more than one checkpoint interval plus the longest
+    lifetime's records (2 per step, +2 for the step in flight at the kill), so journals stay
+    bounded and restart work is flat however long the loop runs (counted in records, not in
+    seconds); and every step has exactly one `measurement` line (a replayed record is logged
+    again only when its line is missing, at most once per kill)."""
+    events = d.events(plant)
+    restored = [e for e in events if e["event"] == "plant_restored"]
+    targets = sorted(kill_targets)
+    lifetime = 2 * max(b - a for a, b in zip([0] + targets, targets + [steps])) + 2
+    replayed = [e["replayed"] for e in restored]
+    assert max(replayed) <= checkpoint_every + lifetime, replayed
+    lines = sum(e["event"] == "measurement" for e in events)
+    assert lines == steps and sum(e["relogged"] for e in restored) <= len(targets)

@@ -13,6 +13,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="daemon file (default: $TVBOD_CONFIG or configs/tvbod.yaml)")
     parser.add_argument("--log-format", choices=("json", "console"), default=None,
                         help="override the configured log format")
+    parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default=None,
+                        help="override the configured log level")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,10 +29,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = load_daemon_config(args.config, isatty=sys.stdout.isatty())
     except ConfigError as exc:
-        print(f"tvbod: configuration error: {exc}", file=sys.stderr)
+        _fail(f"tvbod: configuration error: {exc}")
         return 2
-    configure_logging(args.log_format or config.log_format)
-    sink = EventSink()
+    from tvbod.service import metrics as metrics_module
+
+    configure_logging(args.log_format or config.log_format, level=args.log_level or config.log_level)
+    metrics = metrics_module.Metrics()
+    sink = EventSink(observer=lambda event, fields: metrics.observe(event, fields))
+    _warnings_to_events(sink)
     notifier = Notifier.from_environment(
         on_error=lambda message, error: sink.emit("sd_notify_failed", level="warning",
                                                   message=message, error=str(error)))
@@ -38,14 +44,20 @@ def run(args: argparse.Namespace) -> int:
     try:
         server.open()
         endpoints = server.bind()
+        metrics = server.metrics = metrics_module.create(config.metrics)
     except (RestoreError, DaemonLockedError) as exc:
-        print(f"tvbod: {exc}", file=sys.stderr)
+        _fail(f"tvbod: {exc}")
         sink.emit("daemon_stopped", level="error", reason=str(exc))
         return 1
     except (OSError, zmq.ZMQError) as exc:
-        print(f"tvbod: cannot start: {exc}", file=sys.stderr)
+        _fail(f"tvbod: cannot start: {exc}")
         server.shutdown()
         return 1
+    if config.metrics is not None:
+        endpoints.append(f"http://{config.metrics[0]}:{config.metrics[1]}/metrics")
+    for plant in server.plants.values():  # the gauges start where the restore left the plants
+        metrics.observe("plant_restored", {"plant": plant.name, "t": plant.strategy.t,
+                                           "dataset_size": plant.strategy.dataset_size})
     server.install_signal_handlers()
     # READY=1 only now: configs validated, state restored, sockets bound, SIGHUP handled.
     notifier.ready(server.status_line())
@@ -55,7 +67,28 @@ def run(args: argparse.Namespace) -> int:
         server.serve()
     finally:
         server.shutdown()
+        metrics.close()
         sink.emit("daemon_stopped", reason="signal" if server.stop_requested else "error",
                   messages=server.messages)
         sink.close()
     return server.exit_code
+
+
+def _warnings_to_events(sink) -> None:
+    """Python warnings (numpy's overflow RuntimeWarning, ...) become `python_warning` events on
+    stdout instead of free text on stderr."""
+    import warnings
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001
+        sink.emit("python_warning", category=category.__name__, message=str(message),
+                  where=f"{filename}:{lineno}")
+
+    warnings.showwarning = show
+
+
+def _fail(line: str) -> None:
+    """One line on stderr; under systemd it carries the error priority `<3>` (journalctl -p err)."""
+    from tvbod.service.events import PRIORITIES, is_journal_stream
+
+    prefix = f"<{PRIORITIES['error']}>" if is_journal_stream(sys.stderr) else ""
+    print(prefix + line, file=sys.stderr)

@@ -46,14 +46,24 @@ DAEMON_LIMITS = {
     "max_message_bytes": (65536, 1024, 16 * 1024 * 1024),
     "max_pending_per_client": (16, 1, 1024),
     "ask_time_budget_ms": (200, 1, 60_000),
+    "events_segment_bytes": (64 * 1024 * 1024, 4096, 2**40),
+    "events_keep_segments": (16, 0, 1_000_000),
 }
+LOG_LEVELS = ("debug", "info", "warning", "error")
+#: `metrics:` defaults: the Prometheus endpoint listens on loopback unless told otherwise.
+METRICS_DEFAULT_ADDRESS = "127.0.0.1"
 _DAEMON_KEYS = {
-    "endpoints", "runtime_dir", "state_dir", "log_format", "plants", "security", *DAEMON_LIMITS,
+    "endpoints", "runtime_dir", "state_dir", "log_format", "log_level", "plants", "security",
+    "metrics", *DAEMON_LIMITS,
 }
 _CURVE_KEYS = {"server_secret_key", "allowed_clients"}
 _PLANT_KEYS = {
     "name", "description", "parameters", "sense", "optimizer", "proposal_timeout", "failure",
+    "max_measurement_sigmas",
 }
+#: Default of `max_measurement_sigmas`: measurements farther from the offset (GP scale, in prior
+#: standard deviations) are refused with `bad_field`.
+DEFAULT_MAX_MEASUREMENT_SIGMAS = 1e6
 _LOCAL_TCP = "ipc://PATH, tcp://127.0.0.1:PORT, tcp://[::1]:PORT, tcp://localhost:PORT"
 _ANY_TCP = "ipc://PATH, tcp://HOST:PORT (HOST: an address, *, or an interface name)"
 #: `sun_path` holds 108 bytes on Linux including the terminating NUL.
@@ -138,6 +148,7 @@ class PlantConfig:
     optimizer: OptimizerSpec
     optimizer_mapping: dict = field(hash=False, repr=False)
     fingerprint: str
+    max_measurement_sigmas: float = DEFAULT_MAX_MEASUREMENT_SIGMAS
 
     @property
     def is_arms(self) -> bool:
@@ -189,6 +200,13 @@ class DaemonConfig:
     max_message_bytes: int = 65536
     max_pending_per_client: int = 16
     ask_time_budget_ms: int = 200
+    events_segment_bytes: int = 64 * 1024 * 1024
+    events_keep_segments: int = 16
+    log_level: str = "info"
+    #: `metrics:` (address, port) of the Prometheus endpoint; None: no endpoint.
+    metrics: tuple[str, int] | None = None
+    #: True when the file names `state_dir` (then only its last component may be created).
+    state_dir_configured: bool = False
     #: `security.curve`: CURVE on every endpoint plus the client allow-list; None: no CURVE.
     curve: CurveConfig | None = None
 
@@ -355,6 +373,9 @@ def _plant(m: Mapping, path: Path) -> PlantConfig:
                                  lo_open=True),
         failure=_failure(m.get("failure", {"policy": "mean_plus_sigma"})),
         optimizer=spec, optimizer_mapping=mapping, fingerprint=fingerprint(mapping, parameters),
+        max_measurement_sigmas=_number(m.get("max_measurement_sigmas",
+                                             DEFAULT_MAX_MEASUREMENT_SIGMAS),
+                                       "max_measurement_sigmas", 1.0, 1e300),
     )
 
 
@@ -525,6 +546,8 @@ def load_daemon_config(path: Path | str | None = None, env: Mapping[str, str] = 
         log_format = _choice(m.get("log_format", "auto"), "log_format", ("auto", "json", "console"))
         if log_format == "auto" and isatty is not None:
             log_format = "console" if isatty else "json"
+        log_level = _choice(m.get("log_level", "info"), "log_level", LOG_LEVELS)
+        metrics = _metrics(m["metrics"]) if "metrics" in m else None
         limits = {k: _integer(m.get(k, d), k, lo, hi) for k, (d, lo, hi) in DAEMON_LIMITS.items()}
         patterns = m.get("plants", "plants/*.yaml")
         patterns = [patterns] if isinstance(patterns, str) else patterns
@@ -533,7 +556,24 @@ def load_daemon_config(path: Path | str | None = None, env: Mapping[str, str] = 
         files = _plant_files([_string(p, f"plants[{i}]") for i, p in enumerate(patterns)], path)
     return DaemonConfig(path=path.resolve(), endpoints=endpoints, runtime_dir=runtime_dir,
                         state_dir=state_dir, log_format=log_format, plants=_load_plants(files),
-                        curve=curve, **limits)
+                        curve=curve, log_level=log_level, metrics=metrics,
+                        state_dir_configured="state_dir" in m, **limits)
+
+
+def _metrics(value) -> tuple[str, int]:
+    """`metrics: {port: 9464, address: 127.0.0.1}`: the optional Prometheus endpoint."""
+    import importlib.util
+
+    m = _mapping(value, "metrics")
+    _check_keys(m, {"port", "address"}, "metrics.")
+    if "port" not in m:
+        raise _Invalid("metrics.port", "is required to serve metrics", "[1, 65535]")
+    port = _integer(m["port"], "metrics.port", 1, 65535)
+    address = _string(m.get("address", METRICS_DEFAULT_ADDRESS), "metrics.address")
+    if importlib.util.find_spec("prometheus_client") is None:
+        raise _Invalid("metrics", "needs the prometheus-client package, which is not installed",
+                       "pip install 'tvbod[metrics]', or remove the metrics section")
+    return address, port
 
 
 def _security(value, base: Path, env: Mapping[str, str]) -> CurveConfig:

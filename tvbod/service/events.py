@@ -9,7 +9,13 @@ Non-finite floats: JSON has no NaN or infinity, so they are written as the strin
 back). Every line is strict RFC 8259 JSON; serialization uses `allow_nan=False` as a guard.
 
 Event names the daemon uses: `EVENT_NAMES`. Their level is `info` unless `EVENT_LEVELS` says
-otherwise; `emit(..., level=...)` overrides.
+otherwise; `emit(..., level=...)` overrides. The per-step events (`proposal`, `measurement`) are
+`debug`: stdout (the journal) shows them only with `log_level: debug`, while `events.jsonl` keeps
+every event whatever the level.
+
+Under systemd (stdout is the stream named by `$JOURNAL_STREAM`) every stdout line starts with its
+syslog priority, `<7>` debug, `<6>` info, `<4>` warning, `<3>` error, `<2>` critical, which
+journald strips and stores as the entry's priority, so `journalctl -p warning` filters.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Any, Callable, Literal, TextIO
 
 import structlog
 
@@ -29,15 +35,18 @@ EVENT_NAMES = frozenset({
     "checkpoint_written", "client_error", "daemon_stopped", "storage_error", "config_reloaded",
     "config_reload_failed", "plant_removed", "adapter_claimed", "client_refused",
     "measurement_out_of_range", "slow_proposal", "internal_error", "sd_notify_failed",
-    "reset_burst",
+    "reset_burst", "events_rotated", "python_warning",
 })
 EVENT_LEVELS: dict[str, str] = {
+    "proposal": "debug", "measurement": "debug", "python_warning": "warning",
     "storage_error": "error", "client_error": "warning", "proposal_abandoned": "warning",
     "client_refused": "warning", "config_reload_failed": "error", "internal_error": "error",
     "reset_burst": "warning",
 }
 _LEVELS = ("debug", "info", "warning", "error", "critical")
 _NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
+#: syslog priorities (sd-daemon(3) prefixes) of the levels.
+PRIORITIES = {"debug": 7, "info": 6, "warning": 4, "error": 3, "critical": 2}
 
 
 def finite_json(value: Any) -> Any:
@@ -66,15 +75,45 @@ def utc_timestamp() -> str:
     return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
+def is_journal_stream(stream: TextIO, env: dict[str, str] | None = None) -> bool:
+    """True when `stream` is the journald stream systemd connected (`$JOURNAL_STREAM` names its
+    device and inode, see systemd.exec(5)); False for a terminal, a pipe or a redirect."""
+    value = (os.environ if env is None else env).get("JOURNAL_STREAM", "")
+    dev, sep, ino = value.partition(":")
+    if not sep:
+        return False
+    try:
+        st = os.fstat(stream.fileno())
+        return (st.st_dev, st.st_ino) == (int(dev), int(ino))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+class SyslogPrefixRenderer:
+    """Wraps a renderer: each line starts with `<N>`, the syslog priority of its level."""
+
+    def __init__(self, renderer: Callable[..., str]) -> None:
+        self.renderer = renderer
+
+    def __call__(self, logger: Any, method: str, event_dict: dict[str, Any]) -> str:
+        level = event_dict.get("level", method)
+        return f"<{PRIORITIES.get(level, 6)}>" + self.renderer(logger, method, event_dict)
+
+
 def configure_logging(
-    fmt: Literal["json", "console"] = "json", stream: TextIO | None = None, level: str = "info"
+    fmt: Literal["json", "console"] = "json", stream: TextIO | None = None, level: str = "info",
+    priority_prefix: bool | None = None,
 ) -> None:
     """Configure structlog for the whole process (safe to call again: the last call wins).
 
     Each line carries `timestamp` (ISO, UTC), `level`, `event` and the bound context; `json`
     writes one JSON object per line, `console` a human-readable line. `stream` defaults to the
-    `sys.stdout` of the moment of the call.
+    `sys.stdout` of the moment of the call. Events below `level` are not written. With
+    `priority_prefix` (default: when `stream` is the journald stream) lines start with `<N>`.
     """
+    stream = stream if stream is not None else sys.stdout
+    if priority_prefix is None:
+        priority_prefix = is_journal_stream(stream)
     if fmt not in ("json", "console"):
         raise ValueError(f"log format {fmt!r} must be 'json' or 'console'")
     if level not in _LEVELS:
@@ -86,16 +125,15 @@ def configure_logging(
         _finite_processor,
     ]
     if fmt == "json":
-        processors += [
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(allow_nan=False, default=repr),
-        ]
+        processors.append(structlog.processors.format_exc_info)
+        renderer: Any = structlog.processors.JSONRenderer(allow_nan=False, default=repr)
     else:
-        processors.append(structlog.dev.ConsoleRenderer(colors=False))
+        renderer = structlog.dev.ConsoleRenderer(colors=False)
+    processors.append(SyslogPrefixRenderer(renderer) if priority_prefix else renderer)
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.WriteLoggerFactory(file=stream if stream is not None else sys.stdout),
+        logger_factory=structlog.WriteLoggerFactory(file=stream),
         cache_logger_on_first_use=False,
     )
 
@@ -143,19 +181,21 @@ class PlantEventLog:
 
     def __init__(
         self, path: Path, plant: str, logger: Any = None, *, _file: _LineFile | None = None,
-        **context: Any,
+        observer: Callable[[str, dict], None] | None = None, **context: Any,
     ) -> None:
         self.path = Path(path)
         self.plant = plant
         self.context = {"plant": plant, **context}
         self.logger = logger if logger is not None else structlog.get_logger("tvbod")
         self._file = _file if _file is not None else _LineFile(self.path)
+        self.observer = observer  # sees every event (tvbod/service/metrics.py counts some)
 
     def bind(self, **context: Any) -> PlantEventLog:
         """A view of this log with more bound context (same file, same logger)."""
         merged = {**self.context, **context}
         merged.pop("plant")
-        return PlantEventLog(self.path, self.plant, self.logger, _file=self._file, **merged)
+        return PlantEventLog(self.path, self.plant, self.logger, _file=self._file,
+                             observer=self.observer, **merged)
 
     def emit(self, event: str, /, *, level: str | None = None, **fields: Any) -> None:
         """Log `event` with the bound context and `fields` to stdout and the plant's file."""
@@ -164,6 +204,8 @@ class PlantEventLog:
             raise ValueError(f"log level {level!r} must be one of {', '.join(_LEVELS)}")
         data = {**self.context, **fields}
         getattr(self.logger, level)(event, **data)
+        if self.observer is not None:
+            self.observer(event, data)
         line = _dumps({"timestamp": utc_timestamp(), "level": level, "event": event, **data})
         try:
             self._file.write_line(line)
@@ -179,6 +221,13 @@ class PlantEventLog:
             self.logger.error("storage_error", plant=self.plant, path=str(self.path),
                               errno=exc.errno, error=str(exc), what="event log sync")
 
+    def rotate(self, checkpoint: Path, keep: int) -> list[str]:
+        """Close the active file as a numbered segment (tvbod/service/event_files.py)."""
+        from tvbod.service.event_files import rotate
+
+        self._file.close()
+        return rotate(self.path.parent, checkpoint, keep)
+
     def close(self) -> None:
         self._file.close()
 
@@ -186,8 +235,10 @@ class PlantEventLog:
 class EventSink:
     """The daemon's event outlet: daemon-wide events to stdout, plant events via `plant()`."""
 
-    def __init__(self, logger: Any = None) -> None:
+    def __init__(self, logger: Any = None,
+                 observer: Callable[[str, dict], None] | None = None) -> None:
         self.logger = logger if logger is not None else structlog.get_logger("tvbod")
+        self.observer = observer
         self._plants: dict[str, PlantEventLog] = {}
 
     def emit(self, event: str, /, *, level: str | None = None, **fields: Any) -> None:
@@ -197,7 +248,7 @@ class EventSink:
     def plant(self, plant: str, path: Path) -> PlantEventLog:
         """The event log of `plant` writing to `path`, created once and reused."""
         if plant not in self._plants:
-            self._plants[plant] = PlantEventLog(path, plant, self.logger)
+            self._plants[plant] = PlantEventLog(path, plant, self.logger, observer=self.observer)
         return self._plants[plant]
 
     def close(self) -> None:

@@ -21,24 +21,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the summaries as JSON")
 
 
+#: Files of which a plant directory holds at least one.
+_PLANT_FILES = ("checkpoint", "checkpoint.prev", "journal", "journal.prev", "events.jsonl")
+
+
+def is_plant_dir(path: Path) -> bool:
+    from tvbod.service.event_files import has_history
+
+    return any((path / name).exists() for name in _PLANT_FILES) or has_history(path)
+
+
 def plant_dirs(path: Path) -> list[Path]:
-    """The plant directories PATH designates."""
+    """The plant directories PATH designates (those holding a plant's files)."""
     path = path.resolve()
     if path.is_file():
         path = path.parent
     if (path / "plants").is_dir():
-        return sorted(p for p in (path / "plants").iterdir() if p.is_dir())
-    return [path]
+        return sorted(p for p in (path / "plants").iterdir() if p.is_dir() and is_plant_dir(p))
+    return [path] if is_plant_dir(path) else []
 
 
 def summarize(plant_dir: Path) -> dict[str, Any]:
     """What recovery would find in `plant_dir` (run on a copy), plus the event log's history."""
-    from tvbod.service.events import read_events
+    from tvbod.service.event_files import history_files, read_history
     from tvbod.service.store import PlantStore
 
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "plants" / plant_dir.name
-        shutil.copytree(plant_dir, copy)
+        shutil.copytree(plant_dir, copy, ignore=shutil.ignore_patterns("events*"))
         store = PlantStore(Path(tmp), plant_dir.name)
         rec = store.recover()
         store.close()
@@ -58,16 +68,18 @@ def summarize(plant_dir: Path) -> dict[str, Any]:
     tells = [r for r in rec.records_after_checkpoint if r.get("kind") == "tell"]
     if tells:
         summary["last_journaled_tell_t"] = tells[-1]["t"]
-    events_path = plant_dir / "events.jsonl"
-    if events_path.exists():
-        events = read_events(events_path)
+    files = history_files(plant_dir)
+    if files:
+        events = read_history(plant_dir)
         seen, resets = set(), []
         for e in events:
             if e.get("event") == "measurement" and e.get("proposal_id") not in seen:
                 seen.add(e.get("proposal_id"))
                 if e.get("reset"):
                     resets.append(e.get("t"))
-        summary["events"] = {"lines": len(events), "measurements": len(seen), "reset_steps": resets}
+        summary["events"] = {"lines": len(events), "measurements": len(seen), "reset_steps": resets,
+                             "files": [p.name for p in files],
+                             "bytes": sum(p.stat().st_size for p in files)}
     return summary
 
 
@@ -84,7 +96,12 @@ def run(args: argparse.Namespace) -> int:
     if not args.path.exists():
         print(f"tvbod inspect: {args.path} does not exist", file=sys.stderr)
         return 2
-    summaries = [summarize(d) for d in plant_dirs(args.path)]
+    dirs = plant_dirs(args.path)
+    if not dirs:
+        print(f"tvbod inspect: {args.path} is neither a state directory (with plants/) nor a "
+              "plant's directory (checkpoint, journal, events.jsonl)", file=sys.stderr)
+        return 2
+    summaries = [summarize(d) for d in dirs]
     if args.json:
         print(json.dumps(summaries, indent=2, default=str))
     else:

@@ -75,7 +75,8 @@ class PlantRuntime:
 
     def __init__(self, config: PlantConfig, store: PlantStore, events: PlantEventLog,
                  request_cache: int = 64, checkpoint_every: int = 50,
-                 ask_time_budget_ms: float = 200.0) -> None:
+                 ask_time_budget_ms: float = 200.0, events_segment_bytes: int = 0,
+                 events_keep_segments: int = 0) -> None:
         self.config = config
         self.name = config.name
         self.store = store
@@ -83,11 +84,16 @@ class PlantRuntime:
         self.request_cache = request_cache
         self.checkpoint_every = checkpoint_every
         self.ask_time_budget_ms = ask_time_budget_ms
+        self.events_segment_bytes = events_segment_bytes  # 0: never rotate events.jsonl
+        self.events_keep_segments = events_keep_segments  # 0: keep every rotated segment
+        self._rotation: tuple[str, list[str]] | str | None = None  # set by write_checkpoint
         self.strategy: Strategy = make_strategy(config.optimizer)
         self.proposal: dict[str, Any] | None = None  # {id, t, x, gains}
         self.proposal_deadline: float | None = None  # monotonic
         self.issued_at_t = 0  # proposal ids issued for the current step
         self.told: OrderedDict[str, int] = OrderedDict()
+        #: proposal id -> (request digest, reply) of recent tells, for retries the cache forgot
+        self.told_replies: OrderedDict[str, tuple[str, dict]] = OrderedDict()
         self.abandoned: OrderedDict[str, int] = OrderedDict()
         self.cache: OrderedDict[str, tuple[str, dict]] = OrderedDict()
         self.tells = 0
@@ -130,18 +136,25 @@ class PlantRuntime:
                                                       self.config.optimizer_mapping),
                                  fingerprint=self.record_optimizer(),
                                  pending=(self.proposal or {}).get("id"))
-        replayed, divergences = 0, []
+        replayed, relogged, divergences = 0, 0, []
+        logged = self._logged_measurements(rec.records_after_checkpoint)
         for record in rec.records_after_checkpoint:
             problem = self._apply(record)
             if problem:
                 divergences.append(problem)
-            if record["kind"] == "tell":
+            if record["kind"] == "tell" and record["id"] not in logged:
+                # The crash came between the journal write and the event line: log it now.
                 self._emit_tell_events(self._last_result, record, replayed=True)
+                relogged += 1
             replayed += 1
+        # Replayed records count toward the next checkpoint: a daemon that crashes more often
+        # than every `checkpoint_every` records still compacts, so replay per start stays bounded.
+        self.records_since_checkpoint = replayed
         if self.proposal is not None:
             self.proposal_deadline = time.monotonic() + self.config.proposal_timeout
         info = {
             "source": rec.source, "journal_seq": rec.journal_seq, "replayed": replayed,
+            "relogged": relogged,
             "problems": list(rec.problems) + divergences, "config_changed": config_changed,
             "t": self.strategy.t, "dataset_size": self.strategy.dataset_size,
             "pending": None if self.proposal is None else self.proposal["id"],
@@ -149,7 +162,19 @@ class PlantRuntime:
         level = "warning" if info["problems"] else "info"
         info["fingerprint"] = self.record_optimizer()  # replay reads the configuration by it
         self.events.emit("plant_restored", level=level, **info)
+        if self.checkpoint_due:
+            try:
+                self.checkpoint("recovery")
+            except StorageError:
+                pass  # reported as storage_error; the next periodic checkpoint tries again
         return info
+
+    def _logged_measurements(self, records: list[dict[str, Any]]) -> set[str]:
+        """Proposal ids of journaled tells whose `measurement` line is already in events.jsonl."""
+        from tvbod.service.event_files import logged_measurements
+
+        steps = [r["t"] for r in records if r["kind"] == "tell"]
+        return logged_measurements(self.events.path, min(steps)) if steps else set()
 
     def _load_state(self, state: dict) -> None:
         from tvbod.service.reload import frozen_changes
@@ -174,6 +199,8 @@ class PlantRuntime:
             self.issued_at_t = int(state["issued_at_t"])
             self.told = OrderedDict((k, int(v)) for k, v in state["told"])
             self.abandoned = OrderedDict((k, int(v)) for k, v in state["abandoned"])
+            self.told_replies = OrderedDict(  # absent in checkpoints written before it existed
+                (pid, (dg, reply)) for pid, dg, reply in state.get("told_replies", []))
             self.cache = OrderedDict((rid, (dg, reply)) for rid, dg, reply in state["cache"])
             self.tells, self.failed_tells = int(state["tells"]), int(state["failed_tells"])
         except RestoreError:
@@ -212,6 +239,7 @@ class PlantRuntime:
             "issued_at_t": self.issued_at_t,
             "told": [[k, v] for k, v in self.told.items()],
             "abandoned": [[k, v] for k, v in self.abandoned.items()],
+            "told_replies": [[pid, dg, reply] for pid, (dg, reply) in self.told_replies.items()],
             "cache": [[rid, dg, reply] for rid, (dg, reply) in self.cache.items()],
             "tells": self.tells,
             "failed_tells": self.failed_tells,
@@ -228,7 +256,16 @@ class PlantRuntime:
         journal records that the checkpoint absorbs can no longer re-emit them after a power cut.
         """
         self.events.sync()
-        return self.store.compact(state)
+        path = self.store.compact(state)
+        self._rotation = None
+        try:
+            if self.events_segment_bytes and \
+                    os.path.getsize(self.events.path) >= self.events_segment_bytes:
+                removed = self.events.rotate(path, self.events_keep_segments)
+                self._rotation = (self.events.path.name, removed)
+        except OSError as exc:
+            self._rotation = str(exc)
+        return path
 
     def checkpoint_done(self, path: Path | None, error: Exception | None, reason: str) -> None:
         """Bookkeeping and events after `write_checkpoint` (on the loop's thread)."""
@@ -238,6 +275,16 @@ class PlantRuntime:
         self.records_since_checkpoint = 0
         self.events.emit("checkpoint_written", t=self.strategy.t, path=str(path), reason=reason,
                          journal_seq=self.store.journal.last_seq)
+        rotation, self._rotation = self._rotation, None
+        if isinstance(rotation, str):
+            self.events.emit("storage_error", level="error", what="event log rotation",
+                             error=rotation)
+        elif rotation is not None:
+            from tvbod.service.event_files import rotated_segments
+
+            self.events.emit("events_rotated", t=self.strategy.t,
+                             segment=rotated_segments(self.store.directory)[-1][1].name,
+                             removed=rotation[1])
 
     def checkpoint(self, reason: str) -> None:
         """Write a checkpoint of everything journaled so far and start a fresh journal."""
@@ -313,6 +360,7 @@ class PlantRuntime:
                      "threshold": result.threshold, "dataset_size": result.dataset_size,
                      "measurement": record["y"], "failed": record["failed"]}
             _bounded_add(self.cache, record["rid"], (record["digest"], reply), self.request_cache)
+            _bounded_add(self.told_replies, record["id"], (record["digest"], reply), _RECENT_IDS)
             self._last_result, self._last_record = result, record
             return None
         if kind == "abandon":
@@ -400,6 +448,10 @@ class PlantRuntime:
         self.claim(req.adapter, req.request_id)
         pid = req.proposal_id
         if self.proposal is None or pid != self.proposal["id"]:
+            earlier = self.told_replies.get(pid)
+            if earlier is not None and earlier[0] == _digest(req):
+                # A resend whose reply left the request cache: the journal knows its outcome.
+                return {**earlier[1], "duplicate": True}
             if pid in self.told:
                 raise ProtocolError(ErrorCode.DUPLICATE_TELL,
                                     f"proposal {pid!r} was already told (step {self.told[pid]})",
@@ -412,6 +464,8 @@ class PlantRuntime:
                                 f"proposal {pid!r} is not the pending proposal of {self.name!r}"
                                 + (f" (pending: {self.proposal['id']!r})" if self.proposal else ""),
                                 req.request_id)
+        if not req.failed:
+            self._guard_measurement(float(req.measurement), req.request_id)
         x = np.asarray(self.proposal["x"])
         y = self._failure_value(x) if req.failed else float(req.measurement)
         t = self.proposal["t"]
@@ -422,6 +476,20 @@ class PlantRuntime:
         reply = {**self.cache[str(req.request_id)][1], "duplicate": False}
         self.latency["tell"].add(time.perf_counter() - start)
         return reply
+
+    def _guard_measurement(self, y: float, request_id) -> None:
+        """Refuse a measurement beyond `max_measurement_sigmas` prior standard deviations on the
+        GP scale (a unit mistake or a garbage sensor value): `bad_field`, nothing applied."""
+        limit = self.config.max_measurement_sigmas * float(np.sqrt(self.strategy.spec.kernel.variance))
+        with np.errstate(all="ignore"):
+            scaled = abs(self.strategy.to_internal_y(y))
+        if not scaled <= limit:
+            raise ProtocolError(
+                ErrorCode.BAD_FIELD,
+                f"measurement {y!r} is {scaled:.3g} prior standard deviations from the plant's "
+                f"offset, beyond max_measurement_sigmas = {self.config.max_measurement_sigmas:g} "
+                f"(plant file {self.config.path}); check the units, or send failed=true",
+                request_id)
 
     def _failure_value(self, x: np.ndarray) -> float:
         """The measurement substituted for a failed experiment (the plant's `failure` policy)."""

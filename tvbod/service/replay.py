@@ -7,8 +7,10 @@
   optimizer configuration (e.g. `--set delta_b=0.01`, `--set strategy=gp-ucb`), printing where
   resets would have happened. The other optimizer's own proposals cannot be evaluated offline.
 
-The history is the plant's `events.jsonl` (`measurement` events, deduplicated by proposal id);
-the configuration is the `optimizer` mapping stored in its checkpoint, or `--config PLANT_FILE`.
+The history is the plant's event files, rotated segments first (`measurement` events,
+deduplicated by proposal id); the configuration is the `optimizer` mapping stored in its
+checkpoint, or `--config PLANT_FILE`. When retention removed the oldest segments, verification
+starts from the checkpoint kept where the oldest remaining segment begins (event_files.py).
 """
 
 from __future__ import annotations
@@ -33,10 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def load_history(plant_dir: Path) -> list[dict[str, Any]]:
     """The plant's measurements in step order, one per proposal id."""
-    from tvbod.service.events import read_events
+    from tvbod.service.event_files import read_history
 
     seen: dict[str, dict] = {}
-    for e in read_events(plant_dir / "events.jsonl"):
+    for e in read_history(plant_dir):
         if e.get("event") == "measurement" and e.get("proposal_id") not in seen:
             seen[e["proposal_id"]] = e
     return sorted(seen.values(), key=lambda e: e["t"])
@@ -49,10 +51,10 @@ def load_epochs(plant_dir: Path) -> list[tuple[int, dict, bool]]:
     import json
 
     from tvbod.core.spec import with_explicit_trigger
-    from tvbod.service.events import read_events
+    from tvbod.service.event_files import read_history
 
     epochs = []
-    for e in read_events(plant_dir / "events.jsonl"):
+    for e in read_history(plant_dir):
         if e.get("event") in ("plant_restored", "config_reloaded") and "fingerprint" in e:
             path = plant_dir / "optimizers" / f"{e['fingerprint']}.json"
             if path.exists():
@@ -73,7 +75,8 @@ def recorded_optimizer(plant_dir: Path, config: Path | None) -> dict:
     from tvbod.service.store import PlantStore
 
     with tempfile.TemporaryDirectory() as tmp:
-        shutil.copytree(plant_dir, Path(tmp) / "plants" / plant_dir.name)
+        shutil.copytree(plant_dir, Path(tmp) / "plants" / plant_dir.name,
+                        ignore=shutil.ignore_patterns("events*"))
         store = PlantStore(Path(tmp), plant_dir.name)
         state = store.recover().state
         store.close()
@@ -112,21 +115,36 @@ def apply_overrides(mapping: dict, sets: list[str], unsets: list[str]) -> dict:
     return out
 
 
+def _number(value: Any) -> float:
+    """A recorded float: events spell non-finite values "Infinity", "-Infinity", "NaN"."""
+    return float(value) if isinstance(value, str) else value
+
+
+def _same(recorded: Any, replayed: float) -> bool:
+    a = _number(recorded)
+    return a == replayed or (a != a and replayed != replayed)  # NaN equals NaN here
+
+
 def verify(mapping: dict, history: list[dict], epochs: list[tuple[int, dict, bool]] | None = None,
-           ) -> tuple[int, str | None, list[int]]:
+           start: dict | None = None) -> tuple[int, str | None, list[int]]:
     """Replay `history`; returns (steps reproduced, first divergence or None, reset steps).
 
     With `epochs`, the configuration switches as the daemon's did (a live reload or a restart
     with a changed file): the strategy is rebuilt from its `state_dict` under the new mapping.
+    With `start` (a checkpointed plant state), replay begins from it instead of a fresh strategy.
     """
     import numpy as np
 
     from tvbod.core import make_strategy
 
     epochs = list(epochs or [])
-    if epochs:
+    if start is not None:
+        mapping = start["optimizer"]
+    elif epochs:
         mapping = epochs[0][1]
     s = make_strategy(mapping)
+    if start is not None:
+        s.load_state_dict(start["strategy"])
     current = mapping
     resets = []
     for i, e in enumerate(history):
@@ -149,7 +167,7 @@ def verify(mapping: dict, history: list[dict], epochs: list[tuple[int, dict, boo
             return i, (f"t={e['t']}: recorded gains {x.tolist()} but the optimizer proposes "
                        f"{proposed.tolist()}"), resets
         r = s.tell(x, e["measurement"])
-        if r.reset != e["reset"] or r.psi != e["psi"]:
+        if r.reset != e["reset"] or not _same(e["psi"], r.psi):
             return i, (f"t={e['t']}: recorded reset={e['reset']} psi={e['psi']!r}, replay "
                        f"reset={r.reset} psi={r.psi!r}"), resets
         if r.reset:
@@ -203,17 +221,33 @@ def plot(path: Path, history: list[dict], whatif_resets: list[int] | None) -> No
 
 
 def run(args: argparse.Namespace) -> int:
+    from tvbod.service.event_files import base_state, has_history
+
     plant_dir = args.plant_dir
-    if not (plant_dir / "events.jsonl").exists():
+    if not has_history(plant_dir):
         print(f"tvbod replay: {plant_dir}/events.jsonl not found", file=sys.stderr)
         return 2
+    if args.plot is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            print("tvbod replay: --plot needs matplotlib, which is not installed "
+                  "(pip install 'tvbod[plots]')", file=sys.stderr)
+            return 2
     history = load_history(plant_dir)
+    start, problem = base_state(plant_dir)
+    if problem:
+        print(f"tvbod replay: cannot verify: {problem}", file=sys.stderr)
+        return 2
     mapping = recorded_optimizer(plant_dir, args.config)
     from tvbod.core import SpecError
 
     if not args.set and not args.unset:
         epochs = [] if args.config is not None else load_epochs(plant_dir)
-        n, divergence, resets = verify(mapping, history, epochs)
+        if start is not None:
+            epochs = [ep for ep in epochs if ep[0] >= start["strategy"]["t"]]
+            history = [e for e in history if e["t"] >= start["strategy"]["t"]]
+        n, divergence, resets = verify(mapping, history, epochs, start)
         if divergence:
             print(f"DIVERGED after {n} of {len(history)} steps: {divergence}")
             return 1

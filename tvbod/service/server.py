@@ -13,6 +13,7 @@ import fcntl
 import os
 import signal
 import socket
+import sys
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +30,7 @@ from tvbod.protocol import (
 from tvbod.service.config import ConfigError, DaemonConfig, load_daemon_config
 from tvbod.service.events import EventSink
 from tvbod.service.faults import from_environment
+from tvbod.service.metrics import Metrics
 from tvbod.service.plant import PlantRuntime, RestoreError
 from tvbod.service.reload import ReloadRefused, plan_reload
 from tvbod.service.sdnotify import Notifier, status_line
@@ -55,7 +57,47 @@ def _private_directory(path: Path) -> None:
 
 
 class DaemonLockedError(Exception):
-    """Another daemon holds the state directory."""
+    """Another daemon holds the state directory, or serves one of the configured endpoints."""
+
+
+def probe_endpoint(endpoint: str) -> str | None:
+    """Why `endpoint` cannot be bound (a live daemon answers on it), or None.
+
+    An ipc socket file that accepts a connection belongs to a running process: binding over it
+    would silently steal it (ZeroMQ unlinks the file). A file nobody listens on is stale (a
+    killed daemon) and is replaced. A tcp port is tried with a plain bind.
+    """
+    if endpoint.startswith("ipc://"):
+        path = endpoint[len("ipc://"):]
+        if not os.path.exists(path):
+            return None
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(path)
+        except OSError:
+            return None  # ECONNREFUSED: stale socket file
+        finally:
+            probe.close()
+        return f"{endpoint} is served by a running process (another tvbod daemon?); stop it or " \
+               "configure another endpoint"
+    rest = endpoint[len("tcp://"):]
+    host, _, port = rest.rpartition(":")
+    host = host.strip("[]")
+    if host in ("*", "localhost", "") or not port.isdigit():
+        return None  # ZeroMQ resolves these itself; its bind error says EADDRINUSE
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    probe = socket.socket(family, socket.SOCK_STREAM)
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as ZeroMQ: TIME_WAIT is fine
+    try:
+        probe.bind((host, int(port)))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            return f"{endpoint}: the port is already in use (another tvbod daemon?); stop it or " \
+                   "configure another endpoint"
+        return None
+    finally:
+        probe.close()
+    return None
 
 
 class ClientErrorLimiter:
@@ -81,8 +123,10 @@ class ClientErrorLimiter:
 class Server:
     """Hosts one `PlantRuntime` per configured plant behind a ZeroMQ ROUTER socket."""
 
-    def __init__(self, config: DaemonConfig, sink: EventSink, notifier: Notifier | None = None) -> None:
+    def __init__(self, config: DaemonConfig, sink: EventSink, notifier: Notifier | None = None,
+                 metrics: Metrics | None = None) -> None:
         self.config = config
+        self.metrics = metrics or Metrics()
         self.sink = sink
         self.notifier = notifier or Notifier(None)
         self._status_dirty = True
@@ -110,14 +154,25 @@ class Server:
 
     # ------------------------------------------------------------------ lifecycle
     def open(self) -> None:
-        """Lock the state directory and restore every plant (checkpoint + journal replay)."""
+        """Lock the state directory and restore every plant (checkpoint + journal replay).
+
+        A `state_dir` named in the daemon file is created only if its parent exists: a typo
+        must not silently start an empty history somewhere else."""
         state_dir = Path(self.config.state_dir)
+        if self.config.state_dir_configured and not state_dir.parent.is_dir():
+            raise DaemonLockedError(
+                f"state_dir {state_dir} does not exist, nor does its parent {state_dir.parent} "
+                f"(a typo in {self.config.path}?); create it (mkdir -p) if that is the place")
         state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._lock_fd = os.open(state_dir / "daemon.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise DaemonLockedError(f"another tvbod daemon is using the state directory {state_dir}")
+        for endpoint in self.config.endpoints:
+            problem = probe_endpoint(endpoint)
+            if problem:
+                raise DaemonLockedError(problem)
         for pc in self.config.plants:
             self.plants[pc.name] = self._open_plant(pc)
 
@@ -129,6 +184,8 @@ class Server:
             request_cache=self.config.request_cache,
             checkpoint_every=self.config.checkpoint_every,
             ask_time_budget_ms=self.config.ask_time_budget_ms,
+            events_segment_bytes=self.config.events_segment_bytes,
+            events_keep_segments=self.config.events_keep_segments,
         )
         try:
             runtime.restore()
@@ -253,6 +310,7 @@ class Server:
     def _sync_journals(self) -> bool:
         """Group commit: fsync every journal this batch wrote, concurrently. False on failure."""
         dirty = [p.store.journal for p in self.plants.values() if p.store.journal.unsynced]
+        start = time.perf_counter()
         try:
             if len(dirty) == 1:
                 dirty[0].sync()
@@ -266,6 +324,8 @@ class Server:
             self.exit_code = 1
             self.stop_requested = True
             return False
+        if dirty:
+            self.metrics.fsync(time.perf_counter() - start)
         return True
 
     def status_line(self) -> str:
@@ -280,7 +340,8 @@ class Server:
         which changes are allowed). An invalid or refused configuration changes nothing.
         """
         try:
-            new = load_daemon_config(self.config.path)
+            # Resolve `log_format: auto` as the start did, or it would always look changed.
+            new = load_daemon_config(self.config.path, isatty=sys.stdout.isatty())
             plan = plan_reload(self.config, new)
             prepared = [(pc, self.plants[pc.name].prepare_reconfigure(pc), keys)
                         for pc, keys in plan.changed]
@@ -317,6 +378,8 @@ class Server:
             runtime.request_cache = new.request_cache
             runtime.checkpoint_every = new.checkpoint_every
             runtime.ask_time_budget_ms = new.ask_time_budget_ms
+            runtime.events_segment_bytes = new.events_segment_bytes
+            runtime.events_keep_segments = new.events_keep_segments
         self.config = dataclasses.replace(
             new, **{k: getattr(self.config, k) for k in plan.restart_only})
         self.sink.emit("config_reloaded", added=[p.name for p in plan.added], removed=plan.removed,
@@ -402,11 +465,15 @@ class Server:
         try:
             env = split_envelope(frames)
         except ProtocolError as exc:
+            self.metrics.message("invalid")
             self._client_error(peer, exc)
             return [peer, encode(exc.to_reply())] if peer else None
         req = None
         try:
-            req = decode_request(env.payload, self.config.max_message_bytes)
+            try:
+                req = decode_request(env.payload, self.config.max_message_bytes)
+            finally:
+                self.metrics.message(req.type if req is not None else "invalid")
             if self._fault_check is not None:
                 self._fault_check()
             reply = self._handlers[req.type](req)
@@ -417,10 +484,12 @@ class Server:
             self.sink.emit("internal_error", level="error", error=repr(exc),
                            traceback=traceback.format_exc(limit=8))
             rid = req.request_id if req is not None else None
+            self.metrics.client_error(str(ErrorCode.INTERNAL))
             reply = error_reply(rid, ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}")
         return env.reply_frames(encode(reply))
 
     def _client_error(self, peer: bytes, exc: ProtocolError) -> None:
+        self.metrics.client_error(str(exc.code))
         ok, dropped = self._errors.allow(peer, time.monotonic())
         if dropped:
             self.sink.emit("client_error", level="warning", peer=peer.hex(), code="suppressed",
@@ -446,14 +515,16 @@ class Server:
     def _tell(self, req) -> dict:
         return ok_reply(req.request_id, "tell", **self._with_id(req, self._plant(req).tell))
 
-    @staticmethod
-    def _with_id(req, handler) -> dict:
+    def _with_id(self, req, handler) -> dict:
+        start = time.perf_counter()
         try:
             return handler(req)
         except ProtocolError as exc:
             if exc.request_id is None:
                 exc.request_id = req.request_id
             raise
+        finally:
+            self.metrics.request(req.type, time.perf_counter() - start)
 
     def _status(self, req: Status) -> dict:
         plants = [self._plant(req)] if req.plant is not None else list(self.plants.values())

@@ -13,6 +13,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plant", help="only this plant")
     parser.add_argument("--timeout", type=float, default=2.0, help="seconds per try (default 2)")
     parser.add_argument("--json", action="store_true", help="print the raw reply as JSON")
+    parser.add_argument("--watch", type=float, nargs="?", const=2.0, default=None,
+                        metavar="SECONDS", help="refresh the table every SECONDS (default 2) "
+                        "until Ctrl-C, like `watch`")
 
 
 def _endpoint(args) -> str:
@@ -40,6 +43,12 @@ def format_table(plants: list[dict]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
 
+def _render(reply: dict, endpoint: str) -> str:
+    d = reply["daemon"]
+    return (f"tvbod {d['version']} pid {d['pid']} up {d['uptime_s']:.0f} s, "
+            f"{d['messages']} messages, endpoint {endpoint}\n" + format_table(reply["plants"]))
+
+
 def run(args: argparse.Namespace) -> int:
     from plant_adapters.client import DaemonClient, DaemonError, DaemonUnavailable
 
@@ -47,11 +56,10 @@ def run(args: argparse.Namespace) -> int:
     client = DaemonClient(endpoint, args.plant or "", timeout_s=args.timeout, retries=1,
                           adapter="tvbod-status")
     try:
+        if args.watch is not None:
+            return _watch(client, args, endpoint)
         reply = client.status(args.plant)
-    except DaemonUnavailable as exc:
-        print(f"tvbod status: {exc}", file=sys.stderr)
-        return 1
-    except DaemonError as exc:
+    except (DaemonUnavailable, DaemonError) as exc:
         print(f"tvbod status: {exc}", file=sys.stderr)
         return 1
     finally:
@@ -59,8 +67,27 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(reply, indent=2))
         return 0
-    d = reply["daemon"]
-    print(f"tvbod {d['version']} pid {d['pid']} up {d['uptime_s']:.0f} s, "
-          f"{d['messages']} messages, endpoint {endpoint}")
-    print(format_table(reply["plants"]))
+    print(_render(reply, endpoint))
     return 0
+
+
+def _watch(client, args: argparse.Namespace, endpoint: str) -> int:
+    """Redraw the table every `args.watch` seconds until Ctrl-C (exit 0); a daemon that does not
+    answer is shown as such and asked again at the next refresh."""
+    import time
+
+    from plant_adapters.client import DaemonError, DaemonUnavailable
+
+    clear = "\x1b[H\x1b[2J" if sys.stdout.isatty() else ""
+    interval = max(0.1, args.watch)
+    try:
+        while True:
+            try:
+                body = _render(client.status(args.plant), endpoint)
+            except (DaemonUnavailable, DaemonError) as exc:
+                body = f"tvbod status: {exc}"
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+            print(f"{clear}every {interval:g} s, {stamp} (Ctrl-C to stop)\n{body}\n", flush=True)
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return 0

@@ -1,0 +1,99 @@
+"""The optional Prometheus endpoint, read over real HTTP, and `tvbod status --watch`."""
+
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from daemon_harness import Daemon, RawPeer, objective
+
+pytest.importorskip("prometheus_client")  # `make test` installs the metrics extra
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _scrape(port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        assert r.status == 200
+        text = r.read().decode()
+    values = {}
+    for line in text.splitlines():
+        m = re.match(r"^(\w+(?:\{[^}]*\})?) (\S+)$", line)
+        if m:
+            values[m.group(1)] = float(m.group(2))
+    return values
+
+
+def _poll(predicate, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError("condition not met in time")
+
+
+def test_prometheus_endpoint_counts_messages_errors_resets_abandons_and_latencies(tmp_path):
+    port = _free_port()
+    d = Daemon(tmp_path, {"alpha": {}, "slow": {"timeout": 1}},
+               extra=f"metrics: {{port: {port}}}\n").start()
+    with d.client() as c:
+        for _ in range(20):  # the objective jumps at t = 15: the trigger resets
+            p = c.ask()
+            c.tell(p["proposal_id"], objective(p["gains"], p["t"]))
+        status = c.status("alpha")["plants"][0]
+    peer = RawPeer(d.endpoint)
+    bad = peer.send({"v": 1, "id": "e1", "type": "tell", "plant": "alpha",
+                     "proposal_id": "alpha:999", "measurement": 1.0,
+                     "adapter": "tvbod-client"})
+    assert bad["error"]["code"] == "unknown_proposal"
+    assert peer.send({"v": 1, "id": "e2", "type": "ask", "plant": "slow"})["ok"]
+    peer.close()
+    m = _poll(lambda: (v := _scrape(port)).get('tvbod_proposals_abandoned_total{plant="slow"}')
+              and v)  # the slow plant's proposal times out after 1 s
+    resets = sum(1 for e in d.events() if e["event"] == "reset")
+    assert resets >= 1 and m['tvbod_resets_total{plant="alpha"}'] == resets
+    assert m['tvbod_messages_total{type="ask"}'] == 21
+    assert m['tvbod_messages_total{type="tell"}'] == 21
+    assert m['tvbod_client_errors_total{code="unknown_proposal"}'] == 1
+    assert m['tvbod_request_seconds_count{type="tell"}'] == 21
+    assert m['tvbod_request_seconds_bucket{le="+Inf",type="ask"}'] == 21
+    assert m["tvbod_fsync_seconds_count"] >= 20
+    assert m['tvbod_plant_t{plant="alpha"}'] == status["t"] == 21
+    assert m['tvbod_plant_dataset_size{plant="alpha"}'] == status["dataset_size"]
+    assert d.stop() == 0
+    with pytest.raises(OSError):  # the endpoint went away with the daemon
+        _scrape(port)
+
+
+def test_metrics_are_off_unless_configured(tmp_path):
+    d = Daemon(tmp_path).start()
+    started = next(e for e in d.log_events() if e["event"] == "daemon_started")
+    assert not any(e.startswith("http") for e in started["endpoints"])
+    assert d.stop() == 0
+
+
+def test_status_watch_redraws_the_table_until_interrupted(tmp_path):
+    d = Daemon(tmp_path).start()
+    proc = subprocess.Popen([sys.executable, "-m", "tvbod", "status", "--endpoint", d.endpoint,
+                             "--watch", "0.2"], stdout=subprocess.PIPE, text=True)
+    frames = 0
+    seen_table = False
+    for line in proc.stdout:
+        frames += line.startswith("every 0.2 s")
+        seen_table |= line.startswith("alpha ")
+        if frames == 3:
+            break
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(30) == 0
+    assert seen_table
+    assert d.stop() == 0

@@ -1,0 +1,171 @@
+"""A plant's event history on disk: the active `events.jsonl` plus rotated, numbered segments.
+
+Layout in `<state_dir>/plants/<plant>/`::
+
+    events.000001.jsonl   rotated segments, oldest first (numbers are never reused)
+    events.000002.jsonl
+    events.000001.end     hard link to the checkpoint written when segment 1 was closed: the
+                          plant's exact state where segment 2 begins
+    events.jsonl          the active segment, appended to
+
+Rotation happens only right after a checkpoint (`PlantRuntime.write_checkpoint`), when the active
+file has reached `events_segment_bytes`; so the event lines of every journal record after the
+newest checkpoint are always in the active file. Retention (`events_keep_segments`, 0 = keep all)
+deletes the oldest segments, and with segment `m` the `events.<m-1>.end` checkpoint it no longer
+needs; `events.<m>.end` stays as the starting state of the oldest kept segment, so `tvbod replay`
+verifies the kept history from there exactly.
+
+Readers (`tvbod replay`, `tvbod inspect`, exports) go through `history_files` / `read_history`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+ACTIVE = "events.jsonl"
+_SEGMENT = re.compile(r"^events\.(\d{6,})\.jsonl$")
+
+
+def segment_path(plant_dir: Path, number: int) -> Path:
+    return Path(plant_dir) / f"events.{number:06d}.jsonl"
+
+
+def end_checkpoint_path(plant_dir: Path, number: int) -> Path:
+    return Path(plant_dir) / f"events.{number:06d}.end"
+
+
+def rotated_segments(plant_dir: Path) -> list[tuple[int, Path]]:
+    """`(number, path)` of the rotated segments, oldest first."""
+    out = []
+    for p in Path(plant_dir).glob("events.*.jsonl"):
+        m = _SEGMENT.match(p.name)
+        if m:
+            out.append((int(m.group(1)), p))
+    return sorted(out)
+
+
+def history_files(plant_dir: Path) -> list[Path]:
+    """Every event file of the plant in the order it was written (rotated ones, then the active)."""
+    files = [p for _, p in rotated_segments(plant_dir)]
+    active = Path(plant_dir) / ACTIVE
+    return files + [active] if active.exists() else files
+
+
+def has_history(plant_dir: Path) -> bool:
+    return bool(history_files(plant_dir))
+
+
+def read_history(plant_dir: Path) -> list[dict[str, Any]]:
+    """All events of the plant still on disk, oldest first (see `events.read_events`)."""
+    from tvbod.service.events import read_events
+
+    events: list[dict[str, Any]] = []
+    for path in history_files(plant_dir):
+        events += read_events(path)
+    return events
+
+
+def base_state(plant_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """`(checkpointed state, problem)` where the kept history begins: `(None, None)` when it
+    begins at the plant's first step; a problem sentence when older segments are gone and their
+    end checkpoint is missing or unreadable."""
+    from tvbod.service.store import CheckpointStore, UnsupportedSchema, _Unusable
+
+    segments = rotated_segments(plant_dir)
+    if not segments or segments[0][0] == 1:
+        return None, None
+    path = end_checkpoint_path(plant_dir, segments[0][0] - 1)
+    if not path.exists():
+        return None, f"segments before {segments[0][1].name} were removed and {path.name} is missing"
+    try:
+        state, _ = CheckpointStore._read(path)
+    except (_Unusable, UnsupportedSchema) as exc:
+        return None, f"{path.name} is unusable ({exc})"
+    return state, None
+
+
+def rotate(plant_dir: Path, checkpoint: Path, keep: int) -> list[str]:
+    """Close the active file as the next numbered segment and keep `checkpoint` (hard-linked, or
+    copied where links are impossible) as the state the new active file starts from. Then delete
+    the oldest segments beyond `keep` (0: keep all). Returns the names of the deleted files."""
+    plant_dir = Path(plant_dir)
+    active = plant_dir / ACTIVE
+    if not active.exists():
+        return []
+    segments = rotated_segments(plant_dir)
+    number = segments[-1][0] + 1 if segments else 1
+    end = end_checkpoint_path(plant_dir, number)
+    with contextlib.suppress(FileNotFoundError):
+        end.unlink()  # a leftover of a rotation cut short by a crash
+    try:
+        os.link(checkpoint, end)
+    except OSError:
+        import shutil
+
+        shutil.copyfile(checkpoint, end)
+    os.replace(active, segment_path(plant_dir, number))
+    removed = []
+    segments.append((number, segment_path(plant_dir, number)))
+    while keep and len(segments) > keep:
+        oldest, path = segments.pop(0)
+        for victim in (path, end_checkpoint_path(plant_dir, oldest - 1)):
+            with contextlib.suppress(FileNotFoundError):
+                victim.unlink()
+                removed.append(victim.name)
+    fd = os.open(plant_dir, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return removed
+
+
+def logged_measurements(path: Path, since_t: int, block: int = 65536) -> set[str]:
+    """Proposal ids of the `measurement` lines at steps >= `since_t` at the end of `path`.
+
+    Reads the file backwards, block by block, until it meets a measurement of an earlier step
+    (or the file's start), so the cost is that of the lines written since then, not of the file.
+    """
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return set()
+    found: set[str] = set()
+    with f:
+        end = f.seek(0, os.SEEK_END)
+        tail = b""
+        while end > 0:
+            start = max(0, end - block)
+            f.seek(start)
+            data = f.read(end - start) + tail
+            lines = data.split(b"\n")
+            tail = lines.pop(0) if start > 0 else b""  # maybe a partial line: keep for later
+            if _collect(lines, since_t, found):
+                return found
+            end = start
+    return found
+
+
+def _collect(lines: list[bytes], since_t: int, found: set[str]) -> bool:
+    """Add the measurement ids of `lines` (newest last) at steps >= since_t; True once an earlier
+    step's measurement shows up."""
+    done = False
+    for raw in lines:
+        if b'"measurement"' not in raw:
+            continue
+        try:
+            e = json.loads(raw)
+        except ValueError:
+            continue
+        if not isinstance(e, dict) or e.get("event") != "measurement":
+            continue
+        if isinstance(e.get("t"), int) and e["t"] < since_t:
+            done = True
+        elif isinstance(e.get("proposal_id"), str):
+            found.add(e["proposal_id"])
+    return done
