@@ -106,6 +106,7 @@ class Server:
         self._handlers: dict[str, Callable[[Any], dict]] = {
             "hello": self._hello, "ask": self._ask, "tell": self._tell,
             "status": self._status, "ping": self._ping,
+            "best": self._best, "observe": self._observe,
         }
 
     # ------------------------------------------------------------------ lifecycle
@@ -446,6 +447,12 @@ class Server:
     def _tell(self, req) -> dict:
         return ok_reply(req.request_id, "tell", **self._with_id(req, self._plant(req).tell))
 
+    def _observe(self, req) -> dict:
+        return ok_reply(req.request_id, "observe", **self._with_id(req, self._plant(req).observe))
+
+    def _best(self, req) -> dict:
+        return ok_reply(req.request_id, "best", **self._plant(req).best(req))
+
     @staticmethod
     def _with_id(req, handler) -> dict:
         try:
@@ -457,7 +464,7 @@ class Server:
 
     def _status(self, req: Status) -> dict:
         plants = [self._plant(req)] if req.plant is not None else list(self.plants.values())
-        return ok_reply(req.request_id, "status", plants=[p.status() for p in plants],
+        return ok_reply(req.request_id, "status", plants=[p.status(with_best=True) for p in plants],
                         daemon={"version": __version__, "pid": os.getpid(),
                                 "uptime_s": round(time.time() - self.started, 3),
                                 "messages": self.messages})
