@@ -24,7 +24,8 @@ def _endpoint(args) -> str:
     try:
         return load_daemon_config(args.config).endpoints[0]
     except ConfigError as exc:
-        raise SystemExit(f"tvbod {args.command}: configuration error: {exc}") from None
+        print(f"tvbod {args.command}: configuration error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def format_table(plants: list[dict]) -> str:
