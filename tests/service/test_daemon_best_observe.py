@@ -150,3 +150,15 @@ def test_observe_waits_for_the_pending_proposal_and_respects_the_claim(tmp_path)
         assert d.stop() == 0
     assert pending.value.code == "proposal_pending" and p["proposal_id"] in pending.value.message
     assert claimed.value.code == "plant_claimed"
+
+
+def test_best_and_status_with_a_bad_daemon_file_exit_2_with_one_line(tmp_path, capsys):
+    from tvbod.cli import main
+
+    for command in ("best", "status"):
+        argv = [command, *(["alpha"] if command == "best" else []), "--config",
+                str(tmp_path / "missing.yaml")]
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and err.count("\n") == 1 and "missing.yaml" in err
