@@ -143,20 +143,20 @@ def test_readme_daemon_recipe(deployment, tmp_path):
     out = _bash(marked_block("README.md", "test_readme_daemon_recipe"), tmp_path, env).stdout
     endpoint = f"ipc://{tmp_path}/xdg/tvbod/tvbod.sock"
     assert f"[cartpole] waiting for the daemon at {endpoint}" in out
-    assert "[cartpole] t=15 " in out and "[temperature] t=10 " in out
-    assert "[temperature] best gains now (t=11, |D|=" in out
-    assert "cartpole at t=16 (|D|=" in out and "deploy k_x=" in out
-    assert "verified: 15 steps reproduced exactly" in out
-    assert "what-if over 15 recorded steps: delta_b=0.01" in out
+    assert "[cartpole] t=8 " in out and "[temperature] t=6 " in out
+    assert "[temperature] best gains now (t=7, |D|=" in out
+    assert "cartpole at t=9 (|D|=" in out and "deploy k_x=" in out
+    assert "verified: 8 steps reproduced exactly" in out
+    assert "what-if over 8 recorded steps: delta_b=0.01" in out
     state = tmp_path / ".local" / "state" / "tvbod" / "plants"
     assert sorted(p.name for p in state.iterdir()) == ["cartpole", "temperature"]
     rows = _pandas_rows(tmp_path / "cartpole.csv")
-    assert list(rows["t"]) == list(range(1, 16))
+    assert list(rows["t"]) == list(range(1, 9))
     assert list(rows.columns) == ["t", "proposal_id", "k_x", "k_xd", "k_phi", "k_phid",
                                   "measurement", "failed", "psi", "threshold", "reset",
                                   "dataset_size", "wall_time"]
     # the import seeded warm/tvbod; its export is the same history (ids and times aside)
-    assert "tvbod import: 15 observations into" in out
+    assert "tvbod import: 8 observations into" in out
     again = tmp_path / "again.csv"
     _run([str(deployment.venv / "bin" / "tvbod"), "export", str(tmp_path / "warm/tvbod/plants/cartpole"),
           "--out", str(again)], env=env)
@@ -170,7 +170,7 @@ def test_deployment_trial_run(deployment, tmp_path):
     env = deployment.env(tmp_path, path_first=True)
     out = _bash(marked_block("docs/deployment.md", "test_deployment_trial_run"), tmp_path, env).stdout
     assert f"tvbod {__version__}" in out
-    assert "[cartpole] best gains now (t=13, |D|=" in out
+    assert "[cartpole] best gains now (t=7, |D|=" in out
     assert "temperature at t=9 (|D|=" in out and "deploy sensor=" in out
     lines = (tmp_path / "temperature.jsonl").read_text().splitlines()
     assert len(lines) == 8 and '"proposal_id": "temperature:1"' in lines[0]
