@@ -88,3 +88,14 @@ def test_init_refuses_a_file_in_place_of_the_directory(tmp_path):
     r = _init(tmp_path / "site")
     assert r.returncode == 2 and r.stderr.startswith("tvbod init: ")
     assert r.stderr.count("\n") == 1
+
+
+def test_run_without_a_configuration_points_at_init(tmp_path, monkeypatch, capsys):
+    from tvbod.cli import main
+
+    monkeypatch.chdir(tmp_path)  # no configs/tvbod.yaml here, as after installing the wheel
+    monkeypatch.delenv("TVBOD_CONFIG", raising=False)
+    assert main(["run"]) == 2
+    err = capsys.readouterr().err
+    assert "configs/tvbod.yaml: file not found" in err and "tvbod init DIR" in err
+    assert list(tmp_path.iterdir()) == []

@@ -27,7 +27,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = load_daemon_config(args.config, isatty=sys.stdout.isatty())
     except ConfigError as exc:
-        print(f"tvbod: configuration error: {exc}", file=sys.stderr)
+        hint = ""
+        if "file not found" in str(exc) and exc.key is None:
+            hint = " (write a configuration tree with `tvbod init DIR`, then --config DIR/tvbod.yaml)"
+        print(f"tvbod: configuration error: {exc}{hint}", file=sys.stderr)
         return 2
     configure_logging(args.log_format or config.log_format)
     sink = EventSink()
