@@ -37,6 +37,8 @@ def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
                    help="this adapter's CURVE secret-key file (NAME.key_secret from tvbod keygen)")
     p.add_argument("--curve-server", type=Path, metavar="FILE",
                    help="the daemon's CURVE public-key file (its NAME.key)")
+    p.add_argument("--finish-with-best", action="store_true",
+                   help="at the end, ask the daemon for the recommended gains (`best`) and print them")
     return p
 
 
@@ -44,7 +46,11 @@ def settings(args: argparse.Namespace, defaults: dict[str, Any]) -> dict[str, An
     """defaults < YAML file < command-line flags."""
     merged = {**dict.fromkeys(CURVE_SETTINGS), **defaults}
     if args.config is not None:
-        loaded = yaml.safe_load(args.config.read_text()) or {}
+        try:
+            loaded = yaml.safe_load(args.config.read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise SystemExit(f"{args.config}: cannot read the adapter settings: "
+                             f"{str(exc).splitlines()[0]}") from None
         if not isinstance(loaded, dict):
             raise SystemExit(f"{args.config}: adapter settings must be a mapping")
         unknown = set(loaded) - set(merged)
@@ -65,9 +71,32 @@ def settings(args: argparse.Namespace, defaults: dict[str, Any]) -> dict[str, An
 
 
 def client_for(cfg: dict[str, Any], args: argparse.Namespace, adapter: str) -> DaemonClient:
-    return DaemonClient(cfg["endpoint"], cfg["plant"], timeout_s=args.timeout,
+    """The adapter's client; it says at once where it waits and counts down unanswered tries."""
+    name = cfg["plant"]
+    endpoint = cfg["endpoint"]
+
+    def silence(left: int, tries: int, timeout_s: float) -> None:
+        if left > 0:
+            print(f"[{name}] no answer from {endpoint} after {timeout_s:g} s; retrying, "
+                  f"{left} of {tries - 1} retries left (gives up in about {left * timeout_s:.0f} s)",
+                  flush=True)
+
+    print(f"[{name}] waiting for the daemon at {endpoint}", flush=True)
+    return DaemonClient(endpoint, cfg["plant"], timeout_s=args.timeout,
                         retries=args.retries, adapter=adapter, adapter_version="1",
-                        curve=curve_keys(cfg))
+                        curve=curve_keys(cfg), on_silence=silence)
+
+
+def finish_with_best(client: DaemonClient, name: str) -> None:
+    """Print the daemon's recommendation (`best`) for the plant, as the adapter's last line."""
+    reply = client.best()
+    if reply.get("gains") is None:
+        print(f"[{name}] best: no data yet (t={reply['t']})", flush=True)
+        return
+    gains = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}"
+                      for k, v in reply["gains"].items())
+    print(f"[{name}] best gains now (t={reply['t']}, |D|={reply['dataset_size']}): {gains}; "
+          f"predicted {reply['mean']:.6g} +- {reply['std']:.3g}", flush=True)
 
 
 def curve_keys(cfg: dict[str, Any]) -> dict[str, bytes] | None:
@@ -85,9 +114,15 @@ def curve_keys(cfg: dict[str, Any]) -> dict[str, bytes] | None:
 
 
 def guarded(name: str, body: Callable[[], int]) -> int:
-    """Run an adapter's main body; the daemon's refusals and silence end it with one clear line."""
+    """Run an adapter's main body; the daemon's refusals and silence end it with one clear line
+    (exit 1: a restart may help), a usage or settings error too (exit 2: it cannot)."""
     try:
         return body()
+    except SystemExit as exc:
+        if isinstance(exc.code, str):
+            print(f"{name}: {exc.code}", file=sys.stderr)
+            return 2
+        raise
     except DaemonUnavailable as exc:
         print(f"{name}: the daemon does not answer: {exc}", file=sys.stderr)
     except DaemonError as exc:

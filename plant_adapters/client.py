@@ -11,7 +11,7 @@ import itertools
 import os
 import time
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 import zmq
 
@@ -38,7 +38,8 @@ class DaemonClient:
     def __init__(self, endpoint: str, plant: str, *, timeout_s: float = 2.0, retries: int = 10,
                  adapter: str = "tvbod-client", adapter_version: str = "1",
                  heartbeat_s: float | None = 30.0, context: zmq.Context | None = None,
-                 curve: dict[str, bytes] | None = None) -> None:
+                 curve: dict[str, bytes] | None = None,
+                 on_silence: Callable[[int, int, float], None] | None = None) -> None:
         self.endpoint = endpoint
         self.plant = plant
         self.timeout_s = timeout_s
@@ -47,6 +48,8 @@ class DaemonClient:
         self.adapter_version = adapter_version
         self.heartbeat_s = heartbeat_s
         self.curve = curve
+        #: called after each unanswered try as `(tries left, tries in all, seconds per try)`
+        self.on_silence = on_silence
         self.ctx = context or zmq.Context.instance()
         self._ids = itertools.count()
         self._prefix = f"{adapter}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -102,6 +105,8 @@ class DaemonClient:
             # Lazy Pirate: the socket may hold a half-sent request; drop it and reconnect.
             self.close()
             self.reconnects += 1
+            if self.on_silence is not None:
+                self.on_silence(self.retries - attempt, self.retries + 1, self.timeout_s)
         raise DaemonUnavailable(
             f"no reply from {self.endpoint} to {msg_type} {rid!r} after {self.retries + 1} tries")
 
@@ -139,6 +144,16 @@ class DaemonClient:
         return self.request("tell", request_id, plant=self.plant, proposal_id=proposal_id,
                             measurement=measurement, failed=failed or None, metadata=metadata,
                             adapter=self.adapter)
+
+    def best(self, plant: str | None = None) -> dict:
+        """The recommended gains now (`best`, an optional v1 addition; docs/protocol.md)."""
+        return self.request("best", plant=plant or self.plant)
+
+    def observe(self, gains: dict, measurement: float, *, metadata: dict | None = None,
+                request_id: str | None = None) -> dict:
+        """Report a measurement taken elsewhere at `gains` (`observe`; docs/protocol.md)."""
+        return self.request("observe", request_id, plant=self.plant, gains=gains,
+                            measurement=measurement, metadata=metadata, adapter=self.adapter)
 
     def status(self, plant: str | None = None) -> dict:
         return self.request("status", plant=plant)

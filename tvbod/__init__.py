@@ -4,4 +4,4 @@
 around it; `tvbod.protocol` is the wire format the plant adapters speak.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -1,4 +1,5 @@
-"""`tvbod` command line: run | status | inspect | replay | bench | keygen.
+"""`tvbod` command line: init | run | status | best | inspect | replay | export | import | demo |
+bench | keygen.
 
 Each subcommand lives in its own module exposing `add_arguments(parser)` and `run(args) -> int`;
 modules are imported lazily so `tvbod status` does not pay for scipy.
@@ -14,10 +15,15 @@ import sys
 
 #: subcommand -> (module, help)
 COMMANDS = {
+    "init": ("tvbod.service.init_cmd", "write a complete configuration tree (daemon, plants, "
+             "adapters, units)"),
     "run": ("tvbod.service.app", "run the daemon"),
     "status": ("tvbod.service.status_cmd", "ask a running daemon for its plants' status"),
+    "best": ("tvbod.service.best_cmd", "the gains to deploy now (posterior-mean maximizer)"),
     "inspect": ("tvbod.service.inspect_cmd", "summarize a plant's checkpoint and journal offline"),
     "replay": ("tvbod.service.replay", "re-run a plant's optimizer offline from its journal"),
+    "export": ("tvbod.service.export_cmd", "a plant's history as CSV or JSON lines (read-only)"),
+    "import": ("tvbod.service.import_cmd", "seed a plant's state offline from a CSV"),
     "keygen": ("tvbod.service.keygen", "create a CURVE key pair"),
     "demo": ("tvbod.demo", "the daemon with both demo plants, end to end (make demo)"),
 }
@@ -42,7 +48,10 @@ def _available(table: dict) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from tvbod import __version__
+
     parser = argparse.ArgumentParser(prog="tvbod", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"tvbod {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module, help_) in _available(COMMANDS).items():
         p = sub.add_parser(name, help=help_)

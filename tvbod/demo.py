@@ -1,7 +1,8 @@
 """`tvbod demo` (what `make demo` runs): the daemon and both demo adapters as real processes.
 
-Starts `tvbod run` with the shipped plant configs (configs/plants/) on a fresh state directory in
-a run folder, starts the cart-pole adapter (friction x2.5 at t = 100, T = 300) and the
+Starts `tvbod run` with the shipped plant files (written into the run folder, as `tvbod init`
+writes them) on a fresh state directory in a run folder (default `./runs/demo-<time>`, from the
+current directory; works from an installed wheel as from a checkout), starts the cart-pole adapter (friction x2.5 at t = 100, T = 300) and the
 temperature adapter (Intel Lab sensors, T = 96) against it, streams their progress, stops the
 daemon, verifies both plants' histories by offline replay, then prints a summary per plant and
 writes PNG plots (measurement, regret, gains, resets) into the run folder.
@@ -20,16 +21,16 @@ import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, default=None, help="run folder (default runs/demo-<time>)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="run folder (default ./runs/demo-<time>)")
     parser.add_argument("--cartpole-steps", type=int, default=300)
     parser.add_argument("--jump-at", type=int, default=100, help="step of the cart-pole's friction jump")
     parser.add_argument("--temperature-steps", type=int, default=96)
-    parser.add_argument("--plants", type=Path, default=REPO / "configs" / "plants",
-                        help="folder of plant files (default: the shipped configs/plants)")
+    parser.add_argument("--plants", type=Path, default=None,
+                        help="folder of plant files (default: the shipped ones, written into the "
+                        "run folder's plants/)")
     parser.add_argument("--quiet", action="store_true", help="no per-step progress lines")
 
 
@@ -199,9 +200,17 @@ def plot(run_dir: Path, name: str, records: list[dict], jump_at: int | None,
 
 def run(args: argparse.Namespace) -> int:
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    run_dir = (args.out or REPO / "runs" / f"demo-{stamp}").resolve()
+    run_dir = (args.out or Path.cwd() / "runs" / f"demo-{stamp}").resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
-    config = _write_daemon_config(run_dir, args.plants)
+    plants = args.plants
+    if plants is None:
+        from tvbod.service.init_cmd import plant_tree
+
+        plants = run_dir / "plants"
+        plants.mkdir(exist_ok=True)
+        for name, data in plant_tree().items():
+            (plants / name).write_bytes(data)
+    config = _write_daemon_config(run_dir, plants)
     endpoint = f"ipc://{run_dir}/run/tvbod.sock"
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     log = run_dir / "daemon.log"
@@ -224,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
         procs, threads, outputs = {}, [], {}
         for name, cmd in adapters.items():
             procs[name] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                           text=True, env=env, cwd=REPO)
+                                           text=True, env=env, cwd=run_dir)
             outputs[name] = []
             th = threading.Thread(target=_stream, args=(procs[name], args.quiet, outputs[name]))
             th.start()

@@ -20,7 +20,7 @@ with `error: {code, message}`). Keys a reader does not know are ignored, so a la
 may add fields without breaking older peers. Optional fields may be absent or nil.
 
 `decode_request` validates a payload into a frozen dataclass (`Hello`, `Ask`, `Tell`, `Status`,
-`Ping`) or raises `ProtocolError` carrying a stable `ErrorCode` and, when it could be read, the
+`Ping`, and the optional v1 additions `Best` and `Observe`) or raises `ProtocolError` carrying a stable `ErrorCode` and, when it could be read, the
 request id, so the server can address the error reply. No pickle, ever.
 """
 
@@ -75,6 +75,7 @@ class ErrorCode(StrEnum):
     TOO_LARGE = "too_large"
     OUT_OF_BOUNDS = "out_of_bounds"
     PLANT_CLAIMED = "plant_claimed"
+    PROPOSAL_PENDING = "proposal_pending"
     STORAGE_UNAVAILABLE = "storage_unavailable"
     OVERLOADED = "overloaded"
     INTERNAL = "internal"
@@ -94,7 +95,8 @@ _DEFAULT_MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.MALFORMED_FRAME: "the frames are not [identity, payload] or [identity, '', payload]",
     ErrorCode.NOT_MSGPACK: "the payload is not one well-formed msgpack value (str keys, no ext)",
     ErrorCode.NOT_A_MAP: "the payload is msgpack but not a map",
-    ErrorCode.UNKNOWN_TYPE: "the request type is not one of hello, ask, tell, status, ping",
+    ErrorCode.UNKNOWN_TYPE: "the request type is not one of hello, ask, tell, status, ping, best, "
+                            "observe",
     ErrorCode.BAD_FIELD: "a field is missing or has the wrong type",
     ErrorCode.VERSION_MISMATCH: f"this daemon speaks protocol version {PROTOCOL_VERSION} only",
     ErrorCode.UNKNOWN_PLANT: "no plant with this name is configured",
@@ -105,6 +107,7 @@ _DEFAULT_MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.TOO_LARGE: "the message or one of its fields exceeds the size limits",
     ErrorCode.OUT_OF_BOUNDS: "a value is outside the range the daemon accepts for this plant",
     ErrorCode.PLANT_CLAIMED: "another adapter is driving this plant",
+    ErrorCode.PROPOSAL_PENDING: "a proposal is pending; tell it (or let it time out) first",
     ErrorCode.STORAGE_UNAVAILABLE: "the daemon cannot persist state right now; retry later",
     ErrorCode.OVERLOADED: "the daemon is busy; retry later",
     ErrorCode.INTERNAL: "internal daemon error",
@@ -340,8 +343,56 @@ class Ping(_Request):
     type: ClassVar[str] = "ping"
 
 
-Request = Hello | Ask | Tell | Status | Ping
-REQUEST_TYPES: dict[str, type[_Request]] = {c.type: c for c in (Hello, Ask, Tell, Status, Ping)}
+@dataclass(frozen=True)
+class Best(_Request):
+    """`best` (optional v1 addition): the gains the daemon recommends for `plant` now."""
+
+    type: ClassVar[str] = "best"
+    plant: str
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_plant(self.request_id, self.plant)
+
+
+@dataclass(frozen=True)
+class Observe(_Request):
+    """`observe` (optional v1 addition): a finite `measurement` taken elsewhere at `gains`
+    (`{parameter name: number}`, every parameter of the plant), journaled like a tell."""
+
+    type: ClassVar[str] = "observe"
+    plant: str
+    gains: dict[str, Any] = field(default_factory=dict)
+    measurement: float | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    adapter: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        rid = self.request_id
+        _check_plant(rid, self.plant)
+        _check_text(rid, "adapter", self.adapter, optional=True)
+        object.__setattr__(self, "metadata", {} if self.metadata is None else self.metadata)
+        _check_metadata(rid, self.metadata)
+        gains = self.gains
+        if not isinstance(gains, dict) or not gains:
+            raise _bad(rid, "gains", "a non-empty map of parameter name to number", gains)
+        for key, value in gains.items():
+            if not (isinstance(value, float) or _is_int(value)):
+                raise _bad(rid, f"gains[{key[:40]!r}]", "a float or int", value)
+            if not math.isfinite(float(value)):
+                raise ProtocolError(ErrorCode.NON_FINITE, f"gains[{key[:40]!r}] is {value}", rid)
+        value = self.measurement
+        if not (isinstance(value, float) or _is_int(value)):
+            raise _bad(rid, "measurement", "a float or int", value)
+        if not math.isfinite(float(value)):  # type: ignore[arg-type]
+            raise ProtocolError(ErrorCode.NON_FINITE, f"measurement is {value}", rid)
+        object.__setattr__(self, "measurement", float(value))  # type: ignore[arg-type]
+
+
+Request = Hello | Ask | Tell | Status | Ping | Best | Observe
+REQUEST_TYPES: dict[str, type[_Request]] = {
+    c.type: c for c in (Hello, Ask, Tell, Status, Ping, Best, Observe)}
 
 
 class _ExtRejected(Exception):

@@ -12,7 +12,8 @@ import sys
 
 import numpy as np
 
-from plant_adapters.adapter_cli import base_parser, client_for, guarded, settings
+from plant_adapters.adapter_cli import (base_parser, client_for, finish_with_best, guarded,
+                                        settings)
 from plant_adapters.cartpole.dynamics import CartPoleParams, CartPolePlant, FrictionProfile
 from plant_adapters.runner import Outcome, Runner
 
@@ -70,6 +71,8 @@ def _main(argv: list[str] | None) -> int:
         runner = Runner(client, CartPoleAdapterPlant(plant), int(cfg["steps"]), record_path=args.out)
         runner.install_signal_handlers()
         runner.run()
+        if args.finish_with_best:
+            finish_with_best(client, cfg["plant"])
     return 0
 
 

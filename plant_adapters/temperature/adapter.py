@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from plant_adapters.adapter_cli import base_parser, client_for, guarded, settings
+from plant_adapters.adapter_cli import (base_parser, client_for, finish_with_best, guarded,
+                                        settings)
 from plant_adapters.runner import Outcome, Runner
 from plant_adapters.temperature.source import (
     DATA_DIR, TemperatureStream, load_split, read_raw, resample, split_days, standardize,
@@ -48,7 +49,10 @@ def load_stream(cfg: dict, raw: Path | None) -> TemperatureStream:
         print(f"[temperature] {raw}: {len(ids)} motes kept, {matrix.shape[1]} bins of "
               f"{cfg['interval_minutes']} min", file=sys.stderr)
     else:
-        train, test = load_split(Path(cfg["data_dir"]) if cfg["data_dir"] else DATA_DIR)
+        try:
+            train, test = load_split(Path(cfg["data_dir"]) if cfg["data_dir"] else DATA_DIR)
+        except (OSError, ValueError) as exc:
+            raise SystemExit(f"data_dir {cfg['data_dir']}: {exc}") from None
     _, test_z, _, _ = standardize(train, test)
     return TemperatureStream(test_z)
 
@@ -80,6 +84,8 @@ def _main(argv: list[str] | None) -> int:
         runner = Runner(client, plant, steps, record_path=args.out, speed_delay_s=delay)
         runner.install_signal_handlers()
         runner.run()
+        if args.finish_with_best:
+            finish_with_best(client, cfg["plant"])
     return 0
 
 

@@ -38,23 +38,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
 import numpy as np
 
-#: The shipped CSV split.
-DATA_DIR = Path(__file__).resolve().parent / "data"
+#: The shipped CSV split (package data, read through importlib.resources).
+DATA_DIR = files("plant_adapters.temperature").joinpath("data")
 #: Plausible temperatures [C]; readings outside are dropped by `read_raw`.
 VALID_RANGE = (-10.0, 60.0)
 
 
 # ---------------------------------------------------------------------- shipped split, kernel
-def load_split(data_dir: Path | str = DATA_DIR) -> tuple[np.ndarray, np.ndarray]:
+def load_split(data_dir: Path | str | Traversable = DATA_DIR) -> tuple[np.ndarray, np.ndarray]:
     """`(train, test)`: `temperature_train.csv` `(50, 144)`, `temperature_test.csv` `(50, 96)`."""
-    d = Path(data_dir)
-    train = np.loadtxt(d / "temperature_train.csv", delimiter=",", ndmin=2)
-    test = np.loadtxt(d / "temperature_test.csv", delimiter=",", ndmin=2)
+    d = Path(data_dir) if isinstance(data_dir, str) else data_dir
+    with d.joinpath("temperature_train.csv").open("r") as f:
+        train = np.loadtxt(f, delimiter=",", ndmin=2)
+    with d.joinpath("temperature_test.csv").open("r") as f:
+        test = np.loadtxt(f, delimiter=",", ndmin=2)
     if train.shape[0] != test.shape[0]:
         raise ValueError(f"train has {train.shape[0]} sensors but test has {test.shape[0]}; "
                          "both files must list the same sensors in the same order")

@@ -72,3 +72,44 @@ def test_adapter_refuses_unknown_settings_keys(tmp_path):
     out = subprocess.run([sys.executable, "-m", "plant_adapters.cartpole", "--config", str(cfg)],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and "unknown keys ['frction']" in out.stderr
+
+
+def test_adapter_says_where_it_waits_at_once_and_counts_its_retries_down(tmp_path):
+    endpoint = f"ipc://{tmp_path}/nobody.sock"
+    proc = subprocess.Popen([sys.executable, "-m", "plant_adapters.cartpole", "--endpoint", endpoint,
+                             "--timeout", "0.5", "--retries", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = proc.stdout.readline()  # printed before the first try, not after the silence
+    assert first == f"[cartpole] waiting for the daemon at {endpoint}\n"
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    retries = [l for l in out.splitlines() if "no answer from" in l]
+    assert [l.split("retrying, ")[1].split(" retries")[0] for l in retries] == ["2 of 2", "1 of 2"]
+    assert "gives up in about 1 s" in retries[0]
+    assert err.count("\n") == 1 and "the daemon does not answer" in err
+
+
+def test_adapter_usage_and_settings_errors_exit_2_with_one_line(tmp_path):
+    bad_yaml = tmp_path / "bad.yaml"
+    bad_yaml.write_text("endpoint: [unclosed\n")
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("endpoint: ipc:///nowhere\nfrction: {}\n")
+    cases = {
+        "no endpoint": ["plant_adapters.cartpole"],
+        "unreadable": ["plant_adapters.temperature", "--config", str(tmp_path / "missing.yaml")],
+        "cannot read the adapter settings": ["plant_adapters.cartpole", "--config", str(bad_yaml)],
+        "unknown keys ['frction']": ["plant_adapters.cartpole", "--config", str(unknown)],
+        "data_dir": ["plant_adapters.temperature", "--endpoint", "ipc:///nowhere", "--config",
+                     str(_settings(tmp_path, "data_dir: /nonexistent\n"))],
+    }
+    for needle, argv in cases.items():
+        r = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2, (needle, r.stdout, r.stderr)
+        assert r.stderr.count("\n") == 1, (needle, r.stderr)
+        assert needle in r.stderr or needle == "unreadable", (needle, r.stderr)
+
+
+def _settings(tmp_path, text):
+    path = tmp_path / "settings.yaml"
+    path.write_text(text)
+    return path

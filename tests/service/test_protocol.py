@@ -332,3 +332,38 @@ def test_protocol_imports_neither_zmq_nor_the_service_nor_the_core() -> None:
             "'tvbod.service', 'zmq.'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# --- the optional v1 additions: best, observe --------------------------------------------------
+
+
+def observe(**fields: object) -> bytes:
+    return req(**{"type": "observe", "plant": "cart", "gains": {"kp": 1.0, "ki": 2},
+                  "measurement": 1.5, **fields})
+
+
+def test_best_and_observe_decode_into_their_dataclasses() -> None:
+    from tvbod.protocol import Best, Observe
+
+    assert decode_request(req(type="best", plant="cart")) == Best(request_id="r1", plant="cart")
+    o = decode_request(observe(metadata={"lab": "b"}))
+    assert isinstance(o, Observe) and o.gains == {"kp": 1.0, "ki": 2}
+    assert o.measurement == 1.5 and o.metadata == {"lab": "b"}
+    assert isinstance(decode_request(observe(measurement=3)).measurement, float)
+
+
+@pytest.mark.parametrize(("payload", "code"), [
+    (req(type="best"), ErrorCode.BAD_FIELD),                                  # no plant
+    (req(type="best", plant="../x"), ErrorCode.BAD_FIELD),
+    (observe(gains=None), ErrorCode.BAD_FIELD),
+    (observe(gains={}), ErrorCode.BAD_FIELD),
+    (observe(gains=[1.0, 2.0]), ErrorCode.BAD_FIELD),
+    (observe(gains={"kp": True}), ErrorCode.BAD_FIELD),                        # bool is no number
+    (observe(gains={"kp": "1"}), ErrorCode.BAD_FIELD),
+    (observe(gains={"kp": float("nan")}), ErrorCode.NON_FINITE),
+    (observe(measurement=None), ErrorCode.BAD_FIELD),
+    (observe(measurement=float("inf")), ErrorCode.NON_FINITE),
+    (observe(metadata=[1]), ErrorCode.BAD_FIELD),
+])
+def test_bad_best_and_observe_requests_get_their_error_code(payload, code) -> None:
+    assert code_of(payload) is code

@@ -29,7 +29,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = load_daemon_config(args.config, isatty=sys.stdout.isatty())
     except ConfigError as exc:
-        _fail(f"tvbod: configuration error: {exc}")
+        hint = ""
+        if "file not found" in str(exc) and exc.key is None:
+            hint = " (write a configuration tree with `tvbod init DIR`, then --config DIR/tvbod.yaml)"
+        _fail(f"tvbod: configuration error: {exc}{hint}")
         return 2
     from tvbod.service import metrics as metrics_module
 

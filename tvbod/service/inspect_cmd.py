@@ -65,7 +65,7 @@ def summarize(plant_dir: Path) -> dict[str, Any]:
         "pending_at_checkpoint": (state.get("proposal") or {}).get("id"),
         "tells_at_checkpoint": state.get("tells"), "failed_tells_at_checkpoint": state.get("failed_tells"),
     }
-    tells = [r for r in rec.records_after_checkpoint if r.get("kind") == "tell"]
+    tells = [r for r in rec.records_after_checkpoint if r.get("kind") in ("tell", "observe")]
     if tells:
         summary["last_journaled_tell_t"] = tells[-1]["t"]
     files = history_files(plant_dir)

@@ -19,8 +19,10 @@ from typing import Any
 import numpy as np
 
 from tvbod.core import Strategy, make_strategy
+from tvbod.core.errors import DomainError
+from tvbod.core.recommend import recommend
 from tvbod.core.spec import with_explicit_trigger
-from tvbod.protocol import Ask, ErrorCode, Hello, ProtocolError, Tell
+from tvbod.protocol import Ask, Best, ErrorCode, Hello, Observe, ProtocolError, Tell
 from tvbod.service.config import PlantConfig
 from tvbod.service.events import PlantEventLog
 from tvbod.service.store import PlantStore, StorageError, UnsupportedSchema
@@ -38,10 +40,12 @@ class RestoreError(Exception):
     """The saved state cannot be used with the plant's configuration (the daemon refuses to start)."""
 
 
-def _digest(req: Ask | Tell) -> str:
+def _digest(req: Ask | Tell | Observe) -> str:
     """What makes two requests with the same id the same request."""
     if isinstance(req, Tell):
         key = (req.type, req.plant, req.proposal_id, req.measurement, req.failed)
+    elif isinstance(req, Observe):
+        key = (req.type, req.plant, sorted(req.gains.items()), req.measurement)
     else:
         key = (req.type, req.plant)
     return hashlib.sha256(repr(key).encode()).hexdigest()[:16]
@@ -52,6 +56,21 @@ def _bounded_add(table: OrderedDict, key, value, limit: int) -> None:
     table.move_to_end(key)
     while len(table) > limit:
         table.popitem(last=False)
+
+
+def observation_point(config: PlantConfig, strategy: Strategy, gains: dict,
+                      request_id=None) -> np.ndarray:
+    """The physical point of `gains` (every parameter by name, within its bounds), else
+    `bad_field` / `out_of_bounds`. Shared by `observe` and `tvbod import`."""
+    try:
+        x = config.point(gains)
+    except DomainError as exc:
+        raise ProtocolError(ErrorCode.BAD_FIELD, str(exc), request_id) from None
+    try:
+        strategy.domain.to_internal(x)
+    except DomainError as exc:
+        raise ProtocolError(ErrorCode.OUT_OF_BOUNDS, str(exc), request_id) from None
+    return x
 
 
 class LatencyWindow:
@@ -102,6 +121,7 @@ class PlantRuntime:
         self.adapter: str | None = None  # the adapter driving this plant (see `claim`)
         self.adapter_seen = 0.0  # monotonic time of its last request
         self.latency = {"ask": LatencyWindow(), "tell": LatencyWindow()}
+        self._best: tuple[tuple, dict | None] | None = None  # (key, `best` fields) cache
 
     # ------------------------------------------------------------------ persistence
     def restore(self) -> dict[str, Any]:
@@ -142,7 +162,7 @@ class PlantRuntime:
             problem = self._apply(record)
             if problem:
                 divergences.append(problem)
-            if record["kind"] == "tell" and record["id"] not in logged:
+            if record["kind"] in ("tell", "observe") and record["id"] not in logged:
                 # The crash came between the journal write and the event line: log it now.
                 self._emit_tell_events(self._last_result, record, replayed=True)
                 relogged += 1
@@ -173,7 +193,7 @@ class PlantRuntime:
         """Proposal ids of journaled tells whose `measurement` line is already in events.jsonl."""
         from tvbod.service.event_files import logged_measurements
 
-        steps = [r["t"] for r in records if r["kind"] == "tell"]
+        steps = [r["t"] for r in records if r["kind"] in ("tell", "observe")]
         return logged_measurements(self.events.path, min(steps)) if steps else set()
 
     def _load_state(self, state: dict) -> None:
@@ -348,7 +368,7 @@ class PlantRuntime:
                 reply = {"proposal_id": record["id"], "gains": self.proposal["gains"], "t": record["t"]}
                 _bounded_add(self.cache, record["rid"], (record["digest"], reply), self.request_cache)
             return problem
-        if kind == "tell":
+        if kind in ("tell", "observe"):  # an observation is a tell without a proposal
             self._size_before_reset = self.strategy.dataset_size
             result = self.strategy.tell(np.asarray(record["x"]), record["y"])
             self.tells += 1
@@ -491,6 +511,53 @@ class PlantRuntime:
                 f"(plant file {self.config.path}); check the units, or send failed=true",
                 request_id)
 
+    def check_observation(self, gains: dict, request_id=None) -> np.ndarray:
+        """The physical point of `gains` (see `observation_point`)."""
+        return observation_point(self.config, self.strategy, gains, request_id)
+
+    def observe(self, req: Observe) -> dict[str, Any]:
+        """A measurement taken elsewhere: journaled, applied and evented like a tell. It is a
+        step: it gets the plant's next `t` (docs/protocol.md, observe)."""
+        start = time.perf_counter()
+        cached = self._cached(req)
+        if cached is not None:
+            return {**cached, "duplicate": True}
+        self.claim(req.adapter, req.request_id)
+        x = self.check_observation(req.gains, req.request_id)
+        reply = self.record_observation(x, req.measurement, req.metadata, str(req.request_id),
+                                        _digest(req))
+        self.latency["tell"].add(time.perf_counter() - start)
+        return reply
+
+    def record_observation(self, x: np.ndarray, y: float, metadata: dict, rid: str,
+                           digest: str) -> dict[str, Any]:
+        """Journal and apply one observation at the checked point `x` (`observe`, `tvbod
+        import`); refused while a proposal is pending, whose step it would take."""
+        if self.proposal is not None:
+            raise ProtocolError(
+                ErrorCode.PROPOSAL_PENDING,
+                f"plant {self.name!r} has proposal {self.proposal['id']!r} pending; tell it (or "
+                f"let it time out after {self.config.proposal_timeout:g} s) before observing", rid)
+        t = self.strategy.t
+        self._commit({"kind": "observe", "id": f"{self.name}:{t}.observed", "t": t,
+                      "x": x.tolist(), "y": float(y), "failed": False, "measurement": float(y),
+                      "metadata": metadata, "rid": rid, "digest": digest})
+        self._emit_tell_events(self._last_result, self._last_record)
+        return {**self.cache[rid][1], "duplicate": False}
+
+    def best(self, req: Best | None = None) -> dict[str, Any]:  # noqa: ARG002
+        """The recommendation now (tvbod/core/recommend.py), cached until the next tell."""
+        key = (self.strategy.t, self.strategy.dataset_size, self.config.fingerprint)
+        if self._best is None or self._best[0] != key:
+            rec = recommend(self.strategy)
+            fields = None if rec is None else {
+                "gains": self.config.gains(rec.x), "mean": rec.mean, "std": rec.std,
+                "measured_at": rec.measured_at}
+            self._best = (key, fields)
+        fields = self._best[1] or {"gains": None, "mean": None, "std": None, "measured_at": None}
+        return {"plant": self.name, "t": self.strategy.t, "dataset_size": self.strategy.dataset_size,
+                "sense": self.config.sense, "rule": "posterior-mean maximizer over D", **fields}
+
     def _failure_value(self, x: np.ndarray) -> float:
         """The measurement substituted for a failed experiment (the plant's `failure` policy)."""
         policy = self.config.failure
@@ -511,7 +578,8 @@ class PlantRuntime:
                 failed=record["failed"], raw_measurement=record["measurement"], psi=result.psi,
                 threshold=result.threshold, mu=result.mu, sigma=result.sigma, reset=result.reset,
                 t_prime=result.t_prime, dataset_size=result.dataset_size,
-                metadata=record.get("metadata") or None, **_window_fields(result), **extra)
+                metadata=record.get("metadata") or None, **_window_fields(result),
+                **({"observed": True} if record["kind"] == "observe" else {}), **extra)
         if result.reset:
             ev.emit("reset", level="warning", t=result.t, t_prime=result.t_prime, psi=result.psi,
                     threshold=result.threshold, reason=result.reset_reason,
@@ -553,7 +621,9 @@ class PlantRuntime:
             return True
         return False
 
-    def status(self) -> dict[str, Any]:
+    def status(self, with_best: bool = False) -> dict[str, Any]:
+        """Counters and latencies; `with_best` adds `best` (the `status` request; not the
+        once-a-second STATUS= line, for which a posterior per plant would cost too much)."""
         ask50, ask99 = self.latency["ask"].percentiles()
         tell50, tell99 = self.latency["tell"].percentiles()
         s = self.strategy
@@ -562,6 +632,7 @@ class PlantRuntime:
             "resets": s.resets, "last_reset_t": s.last_reset_t, "tells": self.tells,
             "failed_tells": self.failed_tells, "pending": self._proposal_fields(),
             "adapter": self.adapter,
+            **({"best": self.best()} if with_best else {}),
             "latency": {"ask_p50_ms": ask50, "ask_p99_ms": ask99,
                         "tell_p50_ms": tell50, "tell_p99_ms": tell99},
         }

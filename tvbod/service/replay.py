@@ -80,6 +80,8 @@ def recorded_optimizer(plant_dir: Path, config: Path | None) -> dict:
         store = PlantStore(Path(tmp), plant_dir.name)
         state = store.recover().state
         store.close()
+    if (not state or "optimizer" not in state) and load_epochs(plant_dir):
+        return load_epochs(plant_dir)[-1][1]  # a live plant before its first checkpoint
     if not state or "optimizer" not in state:
         raise SystemExit(f"tvbod replay: {plant_dir} has no readable checkpoint with the optimizer "
                          "configuration; pass --config PLANT_FILE")
@@ -162,7 +164,7 @@ def verify(mapping: dict, history: list[dict], epochs: list[tuple[int, dict, boo
         if e["t"] != s.t:
             return i, f"history jumps from step {s.t - 1} to {e['t']} (missing records)", resets
         x = np.asarray(e["x"])
-        proposed = s.ask()
+        proposed = x if e.get("observed") else s.ask()  # an observation was never proposed
         if not np.array_equal(proposed, x):
             return i, (f"t={e['t']}: recorded gains {x.tolist()} but the optimizer proposes "
                        f"{proposed.tolist()}"), resets

@@ -150,6 +150,7 @@ class Server:
         self._handlers: dict[str, Callable[[Any], dict]] = {
             "hello": self._hello, "ask": self._ask, "tell": self._tell,
             "status": self._status, "ping": self._ping,
+            "best": self._best, "observe": self._observe,
         }
 
     # ------------------------------------------------------------------ lifecycle
@@ -515,6 +516,12 @@ class Server:
     def _tell(self, req) -> dict:
         return ok_reply(req.request_id, "tell", **self._with_id(req, self._plant(req).tell))
 
+    def _observe(self, req) -> dict:
+        return ok_reply(req.request_id, "observe", **self._with_id(req, self._plant(req).observe))
+
+    def _best(self, req) -> dict:
+        return ok_reply(req.request_id, "best", **self._plant(req).best(req))
+
     def _with_id(self, req, handler) -> dict:
         start = time.perf_counter()
         try:
@@ -528,7 +535,7 @@ class Server:
 
     def _status(self, req: Status) -> dict:
         plants = [self._plant(req)] if req.plant is not None else list(self.plants.values())
-        return ok_reply(req.request_id, "status", plants=[p.status() for p in plants],
+        return ok_reply(req.request_id, "status", plants=[p.status(with_best=True) for p in plants],
                         daemon={"version": __version__, "pid": os.getpid(),
                                 "uptime_s": round(time.time() - self.started, 3),
                                 "messages": self.messages})

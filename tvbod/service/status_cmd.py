@@ -19,24 +19,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _endpoint(args) -> str:
+    """--endpoint, else the daemon file's first endpoint; a bad daemon file exits 2 (one line)."""
     if args.endpoint:
         return args.endpoint
-    from tvbod.service.config import load_daemon_config
+    from tvbod.service.config import ConfigError, load_daemon_config
 
-    return load_daemon_config(args.config).endpoints[0]
+    try:
+        return load_daemon_config(args.config).endpoints[0]
+    except ConfigError as exc:
+        print(f"tvbod {args.command}: configuration error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def format_table(plants: list[dict]) -> str:
     """A fixed-width table of the status reply's `plants`."""
-    head = ("plant", "strategy", "t", "|D|", "resets", "last reset", "pending", "ask p50/p99 ms",
-            "tell p50/p99 ms")
+    head = ("plant", "strategy", "t", "|D|", "resets", "last reset", "pending", "best (predicted)",
+            "ask p50/p99 ms", "tell p50/p99 ms")
     rows = [head]
     for p in plants:
         lat = p["latency"]
         fmt = lambda a, b: "-" if a is None else f"{a:.2f}/{b:.2f}"  # noqa: E731
         rows.append((p["plant"], p["strategy"], str(p["t"]), str(p["dataset_size"]),
                      str(p["resets"]), str(p["last_reset_t"] or "-"),
-                     p["pending"]["proposal_id"] if p["pending"] else "-",
+                     p["pending"]["proposal_id"] if p["pending"] else "-", _best(p.get("best")),
                      fmt(lat["ask_p50_ms"], lat["ask_p99_ms"]),
                      fmt(lat["tell_p50_ms"], lat["tell_p99_ms"])))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
@@ -47,6 +52,12 @@ def _render(reply: dict, endpoint: str) -> str:
     d = reply["daemon"]
     return (f"tvbod {d['version']} pid {d['pid']} up {d['uptime_s']:.0f} s, "
             f"{d['messages']} messages, endpoint {endpoint}\n" + format_table(reply["plants"]))
+
+
+def _best(best: dict | None) -> str:
+    if not best or best.get("gains") is None:
+        return "-"
+    return f"{best['mean']:.4g} +- {best['std']:.2g}"
 
 
 def run(args: argparse.Namespace) -> int:

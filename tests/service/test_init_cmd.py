@@ -1,0 +1,101 @@
+"""`tvbod init DIR`: a complete tree that the daemon loads, adapters pointing at the daemon's
+default endpoint, units for this environment, and never an overwrite."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from tvbod.service.config import load_daemon_config
+from tvbod.service.init_cmd import SYSTEMD_ENV
+
+TREE = ["adapters/cartpole.yaml", "adapters/temperature.yaml", "plants/INTEL-LAB-DATA.md",
+        "plants/cartpole.yaml", "plants/temperature.yaml", "plants/temperature_train.csv",
+        "systemd/tvbod-adapter@.service", "systemd/tvbod.service", "tvbod.yaml"]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _init(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "tvbod", "init", *map(str, args)],
+                          capture_output=True, text=True, timeout=120, env=env)
+
+
+def _files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+def test_init_writes_a_tree_the_daemon_loads_with_adapters_on_its_endpoint(tmp_path):
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path / "xdg")}
+    env.pop("RUNTIME_DIRECTORY", None)
+    r = _init(tmp_path / "site", env=env)
+    assert r.returncode == 0, r.stderr
+    site = tmp_path / "site"
+    assert _files(site) == TREE
+    config = load_daemon_config(site / "tvbod.yaml", env)
+    assert [p.name for p in config.plants] == ["cartpole", "temperature"]
+    assert config.endpoints == (f"ipc://{tmp_path}/xdg/tvbod/tvbod.sock",)
+    for name in ("cartpole", "temperature"):
+        adapter = yaml.safe_load((site / "adapters" / f"{name}.yaml").read_text())
+        assert adapter["endpoint"] == config.endpoints[0] and adapter["plant"] == name
+    assert "empirical_from: temperature_train.csv" in (site / "plants/temperature.yaml").read_text()
+    assert (site / "plants/temperature_train.csv").read_bytes() == \
+        (ROOT / "plant_adapters/temperature/data/temperature_train.csv").read_bytes()
+    assert f"adapters connect to {config.endpoints[0]}" in r.stdout
+
+
+def test_init_for_systemd_points_adapters_and_units_at_the_service(tmp_path):
+    r = _init(tmp_path / "etc", "--systemd")
+    assert r.returncode == 0, r.stderr
+    etc = tmp_path / "etc"
+    config = load_daemon_config(etc / "tvbod.yaml", SYSTEMD_ENV)
+    assert config.endpoints == ("ipc:///run/tvbod/tvbod.sock",)
+    assert yaml.safe_load((etc / "adapters/cartpole.yaml").read_text())["endpoint"] == \
+        "ipc:///run/tvbod/tvbod.sock"
+    daemon = (etc / "systemd/tvbod.service").read_text()
+    adapter = (etc / "systemd/tvbod-adapter@.service").read_text()
+    assert f"\nExecStart={Path(sys.prefix)}/bin/tvbod run --config {etc}/tvbod.yaml\n" in daemon
+    assert f"\nExecStart={sys.executable} -m plant_adapters.%i --config {etc}/adapters/%i.yaml\n" \
+        in adapter
+    assert f"\nAssertPathExists={etc}/adapters/%i.yaml\n" in adapter
+    # everything else is the shipped unit, line for line
+    shipped = (ROOT / "systemd/tvbod.service").read_text().splitlines()
+    assert [l for l in daemon.splitlines() if not l.startswith("ExecStart=")] == \
+        [l for l in shipped if not l.startswith("ExecStart=")]
+
+
+def test_init_never_overwrites_and_writes_nothing_when_one_file_exists(tmp_path):
+    site = tmp_path / "site"
+    (site / "plants").mkdir(parents=True)
+    (site / "plants" / "cartpole.yaml").write_text("mine\n")
+    r = _init(site)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "plants/cartpole.yaml" in r.stderr
+    assert "nothing was written" in r.stderr
+    assert _files(site) == ["plants/cartpole.yaml"]
+    assert (site / "plants" / "cartpole.yaml").read_text() == "mine\n"
+    # a second init over a complete tree is refused the same way
+    assert _init(tmp_path / "other").returncode == 0
+    before = {f: (tmp_path / "other" / f).read_bytes() for f in TREE}
+    again = _init(tmp_path / "other")
+    assert again.returncode == 2 and "tvbod.yaml" in again.stderr
+    assert {f: (tmp_path / "other" / f).read_bytes() for f in TREE} == before
+
+
+def test_init_refuses_a_file_in_place_of_the_directory(tmp_path):
+    (tmp_path / "site").write_text("x")
+    r = _init(tmp_path / "site")
+    assert r.returncode == 2 and r.stderr.startswith("tvbod init: ")
+    assert r.stderr.count("\n") == 1
+
+
+def test_run_without_a_configuration_points_at_init(tmp_path, monkeypatch, capsys):
+    from tvbod.cli import main
+
+    monkeypatch.chdir(tmp_path)  # no configs/tvbod.yaml here, as after installing the wheel
+    monkeypatch.delenv("TVBOD_CONFIG", raising=False)
+    assert main(["run"]) == 2
+    err = capsys.readouterr().err
+    assert "configs/tvbod.yaml: file not found" in err and "tvbod init DIR" in err
+    assert list(tmp_path.iterdir()) == []
