@@ -61,7 +61,8 @@ def run_composition(args: argparse.Namespace) -> int:
     runs = args.trials or DEFAULT_RUNS[args.composition]
     if args.composition == "cartpole":
         sc = cp.measurement_scaling()
-        cfg = cp.Config(args.horizon or cp.HORIZON, cp.JUMP_AT, sc["offset"], sc["scale"])
+        cfg = cp.Config(args.horizon or cp.HORIZON, cp.JUMP_AT, offset=sc["offset"],
+                        scale=sc["scale"])
         jobs = [(r, a, args.seed, cfg) for r in range(runs) for a in algos]
         task, horizon = cp.run_task, cfg.horizon
     else:
