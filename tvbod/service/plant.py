@@ -20,6 +20,7 @@ import numpy as np
 
 from tvbod.core import Strategy, make_strategy
 from tvbod.protocol import Ask, ErrorCode, Hello, ProtocolError, Tell
+from tvbod.service import fsio
 from tvbod.service.config import PlantConfig
 from tvbod.service.events import PlantEventLog
 from tvbod.service.store import PlantStore, StorageError, UnsupportedSchema
@@ -190,13 +191,15 @@ class PlantRuntime:
         fp = self.config.fingerprint
         path = self.store.directory / "optimizers" / f"{fp}.json"
         if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
+            fsio.makedirs(path.parent)
             tmp = path.with_suffix(".tmp")
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(self.config.optimizer_mapping, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
+            fd = fsio.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                fsio.append(fd, json.dumps(self.config.optimizer_mapping).encode("utf-8"))
+                fsio.fsync(fd)
+            finally:
+                fsio.close(fd)
+            fsio.replace(tmp, path)
         return fp
 
     def state(self) -> dict[str, Any]:
