@@ -28,14 +28,15 @@ optimizer:
   strategy: et-gp-ucb
   kernel: {{lengthscales: 0.3}}
   noise_variance: 0.01
-  budget: {{candidates: 256, starts: 2, maxiter: 20}}
+  budget: {budget}
   seed: {seed}
 {extra}"""
 
 
 def plant_yaml(name: str, **kw) -> str:
     """`PLANT_BOX` with defaults; `extra` adds `optimizer:` lines (indented by two spaces)."""
-    values = {"name": name, "sense": "minimize", "timeout": 60, "penalty": 10.0, "seed": 1, "extra": ""}
+    values = {"name": name, "sense": "minimize", "timeout": 60, "penalty": 10.0, "seed": 1, "extra": "",
+              "budget": "{candidates: 256, starts: 2, maxiter: 20}"}
     values.update(kw)
     return PLANT_BOX.format(**values)
 

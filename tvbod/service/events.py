@@ -122,6 +122,7 @@ class _LineFile:
         """fsync the file, so every line written so far survives a power cut."""
         if self._fd is not None:
             fsio.fsync(self._fd)
+            fsio.fsync_dir(self.path.parent)  # and the file's name: it may be new
 
     def close(self) -> None:
         if self._fd is not None:

@@ -117,8 +117,13 @@ def fsync_dir(directory: Path) -> None:
     _files.fsync_dir(Path(directory))
 
 
-def makedirs(directory: Path) -> None:
-    """Create `directory` and any missing parents (`mkdir -p`)."""
+def makedirs(directory: Path, durable_up_to: Path | None = None) -> None:
+    """Create `directory` and any missing parents; each new name is made durable (its parent
+    directory is fsync'd), so a power cut cannot take the directory away with files in it.
+
+    With `durable_up_to` (an ancestor), the names of every directory from `directory` up to
+    and including it are made durable too, whoever created them (a plain `mkdir` elsewhere).
+    """
     directory = Path(directory)
     missing = []
     node = directory
@@ -130,3 +135,11 @@ def makedirs(directory: Path) -> None:
             _files.mkdir(path)
         except FileExistsError:
             continue
+        _files.fsync_dir(path.parent)
+    if durable_up_to is not None:
+        top, node = Path(durable_up_to).resolve(), directory.resolve()
+        while node != node.parent:
+            _files.fsync_dir(node.parent)
+            if node == top:
+                break
+            node = node.parent

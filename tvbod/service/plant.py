@@ -96,6 +96,7 @@ class PlantRuntime:
         self.adapter: str | None = None  # the adapter driving this plant (see `claim`)
         self.adapter_seen = 0.0  # monotonic time of its last request
         self.latency = {"ask": LatencyWindow(), "tell": LatencyWindow()}
+        self._held: list[tuple] = []  # tell events waiting for the journal's fsync (`synced`)
 
     # ------------------------------------------------------------------ persistence
     def restore(self) -> dict[str, Any]:
@@ -200,6 +201,7 @@ class PlantRuntime:
             finally:
                 fsio.close(fd)
             fsio.replace(tmp, path)
+            fsio.fsync_dir(path.parent)  # replay needs it after a power cut, too
         return fp
 
     def state(self) -> dict[str, Any]:
@@ -243,6 +245,7 @@ class PlantRuntime:
 
     def checkpoint(self, reason: str) -> None:
         """Write a checkpoint of everything journaled so far and start a fresh journal."""
+        self.synced()  # the checkpoint makes every applied record durable
         try:
             path = self.write_checkpoint(self.state())
         except StorageError as exc:
@@ -420,10 +423,21 @@ class PlantRuntime:
         self._commit({"kind": "tell", "id": pid, "t": t, "x": self.proposal["x"], "y": y,
                       "failed": req.failed, "measurement": req.measurement,
                       "metadata": req.metadata, "rid": str(req.request_id), "digest": _digest(req)})
-        self._emit_tell_events(self._last_result, self._last_record)
+        self._held.append((self._last_result, self._last_record, self._size_before_reset))
         reply = {**self.cache[str(req.request_id)][1], "duplicate": False}
         self.latency["tell"].add(time.perf_counter() - start)
         return reply
+
+    def synced(self) -> None:
+        """The journal was fsync'd: write the event lines of the tells it made durable.
+
+        Held back until now, so that a power cut cannot leave a `measurement` line (the history
+        replay reads) for a tell whose journal record it took away, i.e. one never acknowledged.
+        """
+        held, self._held = self._held, []
+        for result, record, size_before in held:
+            self._size_before_reset = size_before
+            self._emit_tell_events(result, record)
 
     def _failure_value(self, x: np.ndarray) -> float:
         """The measurement substituted for a failed experiment (the plant's `failure` policy)."""

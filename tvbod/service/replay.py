@@ -76,6 +76,9 @@ def recorded_optimizer(plant_dir: Path, config: Path | None) -> dict:
         state = store.recover().state
         store.close()
     if not state or "optimizer" not in state:
+        epochs = load_epochs(plant_dir)  # before the first checkpoint: the file of the first start
+        if epochs:
+            return epochs[0][1]
         raise SystemExit(f"tvbod replay: {plant_dir} has no readable checkpoint with the optimizer "
                          "configuration; pass --config PLANT_FILE")
     return state["optimizer"]

@@ -413,6 +413,9 @@ class Journal:
                 self._create()
             self._fd = fsio.open(self.path, os.O_RDWR)
             self._repair()
+            # After a process crash the unsynced tail may live in the page cache only; recovery
+            # acknowledges what it reads (the reply cache answers retries), so make it durable.
+            fsio.fsync(self._fd)
         return self._fd
 
     def _create(self) -> None:
@@ -477,6 +480,7 @@ class PlantStore:
         if not is_valid_plant_name(plant):
             raise ValueError(f"plant name {plant!r} must match {PLANT_NAME_PATTERN}")
         self.plant = plant
+        self.state_dir = Path(state_dir)
         self.directory = Path(state_dir) / "plants" / plant
         self.checkpoints = CheckpointStore(self.directory, writer)
         self.journal = Journal(self.directory / "journal", writer)
@@ -491,6 +495,7 @@ class PlantStore:
         Gaps in the seq sequence are reported (they mean lost records); a journal that ends before
         the checkpoint (e.g. recreated after corruption) is reset to continue after it.
         """
+        fsio.makedirs(self.directory, durable_up_to=self.state_dir)  # no power cut undoes them
         loaded = self.checkpoints.load()
         after = loaded.journal_seq
         problems = list(loaded.problems)
