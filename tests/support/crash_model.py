@@ -31,6 +31,11 @@ from typing import Callable, Iterator
 from tvbod.service import fsio
 
 DIR = "dir"
+#: Name operations of one directory not yet covered by its fsync: all subsets up to this many.
+ALL_SUBSETS_UP_TO = 6
+#: Combinations of the directories' subsets per state, at most (the correct order has one
+#: directory with pending names at a time; a broken one can pile them up everywhere).
+MAX_NAME_COMBOS = 256
 
 
 class SimulatedCrash(BaseException):
@@ -277,8 +282,8 @@ def _image(fs: FileSystem, dir_choice: dict[str, tuple], content: dict[int, byte
     return Image(files, frozenset(dirs))
 
 
-def images(fs: FileSystem, rng: random.Random | None, torn_samples: int = 1,
-           boundaries: int = 2) -> Iterator[Image]:
+def images(fs: FileSystem, rng: random.Random | None, torn_samples: int = 2,
+           boundaries: int = 3) -> Iterator[Image]:
     """The images of the state `fs` is in.
 
     Always: every subset of each directory's unsynced name operations, each with every file at
@@ -287,14 +292,13 @@ def images(fs: FileSystem, rng: random.Random | None, torn_samples: int = 1,
     the tears at the last `boundaries` write boundaries (whole records or lines lost from the
     end) plus `torn_samples` random byte positions.
     """
-    dir_options = {}
-    for d, ops in fs.pending.items():
-        if ops:
-            dir_options[d] = [tuple(op for i, op in enumerate(ops) if mask >> i & 1)
-                              for mask in range(2 ** min(len(ops), 10))]
+    dir_options = {d: _subsets(ops) for d, ops in fs.pending.items() if ops}
     dirty = {ino: node for ino, node in fs.inodes.items() if node.dirty and _reachable(fs, ino)}
     keys = sorted(dir_options)
-    dir_combos = [dict(zip(keys, combo)) for combo in itertools.product(*(dir_options[d] for d in keys))]
+    combos = itertools.product(*(dir_options[d] for d in keys))
+    dir_combos = [dict(zip(keys, combo)) for combo in itertools.islice(combos, MAX_NAME_COMBOS)]
+    if dir_combos:  # every name operation applied: the combination the tears are built on
+        dir_combos.append({d: dir_options[d][-1] for d in keys})
     extremes = [{}, {ino: bytes(node.data) for ino, node in dirty.items()}]
     for choice in dir_combos or [{}]:
         for content in extremes:
@@ -312,6 +316,16 @@ def images(fs: FileSystem, rng: random.Random | None, torn_samples: int = 1,
         for n in picks:
             for others in extremes:
                 yield _image(fs, every_name, {**others, ino: bytes(node.data[:n])})
+
+
+def _subsets(ops: list) -> list[tuple]:
+    """Every subset (in order) of up to `ALL_SUBSETS_UP_TO` operations; of more (only a broken
+    write order piles them up), every prefix and every all-but-one. The last is all of them."""
+    n = len(ops)
+    if n <= ALL_SUBSETS_UP_TO:
+        return [tuple(op for i, op in enumerate(ops) if mask >> i & 1) for mask in range(2 ** n)]
+    prefixes = [tuple(ops[:i]) for i in range(n)]
+    return prefixes + [tuple(ops[:i] + ops[i + 1:]) for i in range(n)] + [tuple(ops)]
 
 
 def _reachable(fs: FileSystem, ino: int) -> bool:
