@@ -8,7 +8,8 @@ reply, the error reply, or `unavailable`. `check_history(log, plant_dir)` then a
 - no lost acknowledged tell: every tell with an ok reply is in the plant's recorded history
   (what `tvbod replay` reads) at the reply's step, with the measurement the reply confirmed;
 - no duplicate: the history has each step once, steps 1..T without a gap, each proposal id once,
-  and the daemon's tell counter agrees with it (nothing was applied twice);
+  the daemon's tell counter agrees with it (nothing was applied twice) and, when the client saw
+  every reply, nothing in it was never acknowledged;
 - monotonic steps: per plant, the steps of successive acknowledged new tells strictly increase,
   each tell's step is its proposal's step, and no ask is answered with a step already told.
 """
@@ -64,11 +65,13 @@ def recorded_history(plant_dir: Path) -> list[dict]:
     return load_history(plant_dir)
 
 
-def check_history(log: list[dict], plant_dir: Path, tells_counted: int | None = None) -> dict:
+def check_history(log: list[dict], plant_dir: Path, tells_counted: int | None = None,
+                  complete: bool = True) -> dict:
     """Assert the three properties above for the plant stored in `plant_dir`; returns counts.
 
     `tells_counted`: the daemon's own count of applied tells (e.g. `status` or the recovered
-    state's `tells`), checked against the history when given.
+    state's `tells`), checked against the history when given. `complete`: the client got a
+    reply to every tell it sent, so every recorded measurement must be an acknowledged one.
     """
     plant = plant_dir.name
     history = recorded_history(plant_dir)
@@ -84,6 +87,9 @@ def check_history(log: list[dict], plant_dir: Path, tells_counted: int | None = 
         got = by_pid.get(a["proposal_id"])
         assert got is not None, f"acknowledged tell {a} is missing from the history"
         assert (got["t"], got["measurement"]) == (a["t"], a["measurement"]), (a, got)
+    if complete:
+        extra = sorted(set(by_pid) - {a["proposal_id"] for a in acked})
+        assert not extra, f"measurements recorded that were never acknowledged: {extra}"
     new = [a["t"] for a in acked if not a["duplicate"]]
     assert all(b > a for a, b in zip(new, new[1:])), f"acknowledged steps not monotonic: {new}"
     _check_asks(log, plant, {a["proposal_id"]: a["t"] for a in acked})
