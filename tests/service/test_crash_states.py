@@ -5,7 +5,8 @@ acknowledged tell exactly once, the uninterrupted run's next proposal, and a ver
 The session has a reset (the objective jumps at t = 15), ten checkpoint rotations, and a process
 crash at a journal fsync followed by a restart (the retried tell is answered from the rebuilt
 reply cache). Default: all prefixes, every directory-operation subset, each file's tears at its
-write boundaries plus a few random bytes; TVBOD_LONG_TESTS=1 tears every file at every byte.
+write boundaries plus a few random bytes; TVBOD_LONG_TESTS=1 tears the journal at every byte
+and the event file at every line and 32 random bytes.
 """
 
 from __future__ import annotations

@@ -36,6 +36,9 @@ ALL_SUBSETS_UP_TO = 6
 #: Combinations of the directories' subsets per state, at most (the correct order has one
 #: directory with pending names at a time; a broken one can pile them up everywhere).
 MAX_NAME_COMBOS = 256
+#: Without sampling, unsynced tails up to this long are torn at every byte (a journal batch);
+#: longer ones (the event file since the last checkpoint) at every write boundary + 32 bytes.
+EVERY_BYTE_UP_TO = 4096
 
 
 class SimulatedCrash(BaseException):
@@ -288,7 +291,8 @@ def images(fs: FileSystem, rng: random.Random | None, torn_samples: int = 2,
 
     Always: every subset of each directory's unsynced name operations, each with every file at
     its two extremes (nothing unsynced kept / everything kept). Then the torn appends, one file
-    at a time with the others at their extremes: with `rng=None` every torn length; with `rng`
+    at a time with the others at their extremes: with `rng=None` every torn length (see
+    `EVERY_BYTE_UP_TO`); with `rng`
     the tears at the last `boundaries` write boundaries (whole records or lines lost from the
     end) plus `torn_samples` random byte positions.
     """
@@ -308,8 +312,12 @@ def images(fs: FileSystem, rng: random.Random | None, torn_samples: int = 2,
         lengths = node.torn()
         if lengths is None:
             continue
-        if rng is None:
+        if rng is None and len(lengths) <= EVERY_BYTE_UP_TO:
             picks = list(lengths)[1:-1]
+        elif rng is None:  # a long event-file tail: every line, and many bytes
+            bytes_rng = random.Random(len(lengths))
+            picks = sorted({c for c in node.cuts if lengths.start < c < lengths.stop - 1})
+            picks += [bytes_rng.randrange(lengths.start, lengths.stop) for _ in range(32)]
         else:
             picks = sorted({c for c in node.cuts if lengths.start < c < lengths.stop - 1})[-boundaries:]
             picks += [rng.randrange(lengths.start, lengths.stop) for _ in range(torn_samples)]
