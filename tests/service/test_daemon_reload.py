@@ -19,11 +19,12 @@ def _session(client, steps):
 
 
 def _hup_and_wait(d, event):
-    before = sum(e["event"] == event for e in d.log_events())
+    """The next daemon-wide `event` (a plant's own `config_reloaded` line comes before it)."""
+    before = sum(e["event"] == event and "plant" not in e for e in d.log_events())
     d.proc.send_signal(signal.SIGHUP)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        events = [e for e in d.log_events() if e["event"] == event]
+        events = [e for e in d.log_events() if e["event"] == event and "plant" not in e]
         if len(events) > before:
             return events[-1]
         time.sleep(0.05)
