@@ -11,6 +11,7 @@ from pathlib import Path
 
 import msgpack
 from daemon_harness import Daemon, KillSchedule, RawPeer, assert_bounded_recovery, measurement_history
+from history import LoggingClient, check_history
 
 from plant_adapters.client import DaemonClient
 
@@ -32,12 +33,13 @@ def _rss_kb(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
-def _cartpole_session(d, steps, schedule=None):
+def _cartpole_session(d, steps, schedule=None, log=None):
     from plant_adapters.cartpole.dynamics import CartPoleParams, CartPolePlant, FrictionProfile
 
     plant = CartPolePlant(CartPoleParams(), FrictionProfile.jump(2.2e-3, 2.5, steps // 2), seed=3)
     names = ("k_x", "k_xd", "k_phi", "k_phid")
-    with DaemonClient(d.endpoint, "cartpole", timeout_s=0.5, retries=1000, adapter="cart") as c:
+    kind, extra = (DaemonClient, {}) if log is None else (LoggingClient, {"log": log})
+    with kind(d.endpoint, "cartpole", timeout_s=0.5, retries=1000, adapter="cart", **extra) as c:
         for step in range(1, steps + 1):
             if schedule is not None:
                 schedule.gate(step)
@@ -56,11 +58,14 @@ def test_kill_loop_on_a_cartpole_session_loses_and_duplicates_nothing(tmp_path):
 
     d = _shipped_cartpole_daemon(tmp_path / "kill").start()
     rng = random.Random(5)
+    log: list[dict] = []
     with KillSchedule(d, rng.sample(range(2, steps - 1), kills_wanted), rng) as schedule:
-        _cartpole_session(d, steps, schedule)
+        _cartpole_session(d, steps, schedule, log)
     d.wait_ready()
     assert d.stop() == 0
     assert schedule.kills == kills_wanted
+    counts = check_history(log, d.state / "plants" / "cartpole")
+    assert counts["acknowledged_tells"] == steps
     got, want = measurement_history(d, "cartpole"), measurement_history(ref, "cartpole")
     assert [h[0] for h in got] == list(range(1, steps + 1))
     assert got == want

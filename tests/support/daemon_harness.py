@@ -28,14 +28,15 @@ optimizer:
   strategy: et-gp-ucb
   kernel: {{lengthscales: 0.3}}
   noise_variance: 0.01
-  budget: {{candidates: 256, starts: 2, maxiter: 20}}
+  budget: {budget}
   seed: {seed}
 {extra}"""
 
 
 def plant_yaml(name: str, **kw) -> str:
     """`PLANT_BOX` with defaults; `extra` adds `optimizer:` lines (indented by two spaces)."""
-    values = {"name": name, "sense": "minimize", "timeout": 60, "penalty": 10.0, "seed": 1, "extra": ""}
+    values = {"name": name, "sense": "minimize", "timeout": 60, "penalty": 10.0, "seed": 1, "extra": "",
+              "budget": "{candidates: 256, starts: 2, maxiter: 20}"}
     values.update(kw)
     return PLANT_BOX.format(**values)
 
@@ -218,10 +219,16 @@ def measurement_history(d: Daemon, plant: str = "alpha") -> list[tuple]:
             for e in sorted(seen.values(), key=lambda e: e["t"])]
 
 
-def drive(d: Daemon, steps: int, schedule: KillSchedule | None = None, timeout_s: float = 0.4) -> int:
+def drive(d: Daemon, steps: int, schedule: KillSchedule | None = None, timeout_s: float = 0.4,
+          log: list | None = None) -> int:
     """Ask/tell `objective` for `steps` steps through a retrying client, gated by `schedule` (if any)
-    so that every scheduled kill lands inside the session; returns the client's reconnect count."""
-    with d.client(timeout_s=timeout_s, retries=400) as c:
+    so that every scheduled kill lands inside the session; returns the client's reconnect count.
+    With `log`, every request and reply is appended to it (`history.LoggingClient`)."""
+    from history import LoggingClient
+
+    client = (d.client(timeout_s=timeout_s, retries=400) if log is None else
+              LoggingClient(d.endpoint, "alpha", timeout_s=timeout_s, retries=400, log=log))
+    with client as c:
         for step in range(1, steps + 1):
             if schedule is not None:
                 schedule.gate(step)

@@ -27,6 +27,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from tvbod.service import fsio
+
 ACTIVE = "events.jsonl"
 _SEGMENT = re.compile(r"^events\.(\d{6,})\.jsonl$")
 
@@ -100,28 +102,23 @@ def rotate(plant_dir: Path, checkpoint: Path, keep: int) -> list[str]:
     segments = rotated_segments(plant_dir)
     number = segments[-1][0] + 1 if segments else 1
     end = end_checkpoint_path(plant_dir, number)
-    with contextlib.suppress(FileNotFoundError):
-        end.unlink()  # a leftover of a rotation cut short by a crash
+    fsio.unlink(end, missing_ok=True)  # a leftover of a rotation cut short by a crash
     try:
-        os.link(checkpoint, end)
+        fsio.link(checkpoint, end)
     except OSError:
         import shutil
 
         shutil.copyfile(checkpoint, end)
-    os.replace(active, segment_path(plant_dir, number))
+    fsio.replace(active, segment_path(plant_dir, number))
     removed = []
     segments.append((number, segment_path(plant_dir, number)))
     while keep and len(segments) > keep:
         oldest, path = segments.pop(0)
         for victim in (path, end_checkpoint_path(plant_dir, oldest - 1)):
             with contextlib.suppress(FileNotFoundError):
-                victim.unlink()
+                fsio.unlink(victim)
                 removed.append(victim.name)
-    fd = os.open(plant_dir, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsio.fsync_dir(plant_dir)
     return removed
 
 

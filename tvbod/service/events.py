@@ -30,6 +30,8 @@ from typing import Any, Callable, Literal, TextIO
 
 import structlog
 
+from tvbod.service import fsio
+
 EVENT_NAMES = frozenset({
     "daemon_started", "plant_restored", "proposal", "measurement", "reset", "proposal_abandoned",
     "checkpoint_written", "client_error", "daemon_stopped", "storage_error", "config_reloaded",
@@ -139,30 +141,33 @@ def configure_logging(
 
 
 class _LineFile:
-    """An append-mode text file written one flushed line at a time, opened on first use."""
+    """An append-only file written one whole line per `write` call, opened on first use.
+
+    Every write goes through `tvbod.service.fsio` (the crash-state tests record them).
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self._file: TextIO | None = None
+        self._fd: int | None = None
 
     def write_line(self, line: str) -> None:
-        if self._file is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.path, "a", encoding="utf-8")
-            if self._file.tell() > 0 and not _ends_with_newline(self.path):
-                self._file.write("\n")  # a crash tore the last line; keep it from gluing to ours
-        self._file.write(line + "\n")
-        self._file.flush()
+        if self._fd is None:
+            fsio.makedirs(self.path.parent)
+            self._fd = fsio.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            if os.fstat(self._fd).st_size > 0 and not _ends_with_newline(self.path):
+                fsio.append(self._fd, b"\n")  # a crash tore the last line; keep it from gluing to ours
+        fsio.append(self._fd, (line + "\n").encode("utf-8"))
 
     def sync(self) -> None:
         """fsync the file, so every line written so far survives a power cut."""
-        if self._file is not None:
-            os.fsync(self._file.fileno())
+        if self._fd is not None:
+            fsio.fsync(self._fd)
+            fsio.fsync_dir(self.path.parent)  # and the file's name: it may be new
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._fd is not None:
+            fsio.close(self._fd)
+            self._fd = None
 
 
 def _ends_with_newline(path: Path) -> bool:

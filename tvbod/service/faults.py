@@ -12,6 +12,8 @@ import errno
 import os
 from pathlib import Path
 
+from tvbod.service import fsio
+
 ENV = "TVBOD_FAULT_FILE"
 
 
@@ -35,7 +37,7 @@ def faulty_writer(path: Path):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         if fault == "eio":
             raise OSError(errno.EIO, os.strerror(errno.EIO))
-        return os.pwrite(fd, data, offset)
+        return fsio.pwrite(fd, data, offset)
 
     return write
 
@@ -44,7 +46,7 @@ def from_environment() -> tuple[object, object]:
     """`(writer, check_request)` for the store and the server; plain ones without the variable."""
     name = os.environ.get(ENV)
     if not name:
-        return os.pwrite, None
+        return fsio.pwrite, None
     path = Path(name)
 
     def check_request() -> None:

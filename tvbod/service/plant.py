@@ -23,6 +23,7 @@ from tvbod.core.errors import DomainError
 from tvbod.core.recommend import recommend
 from tvbod.core.spec import with_explicit_trigger
 from tvbod.protocol import Ask, Best, ErrorCode, Hello, Observe, ProtocolError, Tell
+from tvbod.service import fsio
 from tvbod.service.config import PlantConfig
 from tvbod.service.events import PlantEventLog
 from tvbod.service.store import PlantStore, StorageError, UnsupportedSchema
@@ -122,6 +123,7 @@ class PlantRuntime:
         self.adapter_seen = 0.0  # monotonic time of its last request
         self.latency = {"ask": LatencyWindow(), "tell": LatencyWindow()}
         self._best: tuple[tuple, dict | None] | None = None  # (key, `best` fields) cache
+        self._held: list[tuple] = []  # tell events waiting for the journal's fsync (`synced`)
 
     # ------------------------------------------------------------------ persistence
     def restore(self) -> dict[str, Any]:
@@ -238,13 +240,16 @@ class PlantRuntime:
         fp = self.config.fingerprint
         path = self.store.directory / "optimizers" / f"{fp}.json"
         if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
+            fsio.makedirs(path.parent)
             tmp = path.with_suffix(".tmp")
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(self.config.optimizer_mapping, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
+            fd = fsio.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                fsio.append(fd, json.dumps(self.config.optimizer_mapping).encode("utf-8"))
+                fsio.fsync(fd)
+            finally:
+                fsio.close(fd)
+            fsio.replace(tmp, path)
+            fsio.fsync_dir(path.parent)  # replay needs it after a power cut, too
         return fp
 
     def state(self) -> dict[str, Any]:
@@ -308,6 +313,7 @@ class PlantRuntime:
 
     def checkpoint(self, reason: str) -> None:
         """Write a checkpoint of everything journaled so far and start a fresh journal."""
+        self.synced()  # the checkpoint makes every applied record durable
         try:
             path = self.write_checkpoint(self.state())
         except StorageError as exc:
@@ -492,7 +498,7 @@ class PlantRuntime:
         self._commit({"kind": "tell", "id": pid, "t": t, "x": self.proposal["x"], "y": y,
                       "failed": req.failed, "measurement": req.measurement,
                       "metadata": req.metadata, "rid": str(req.request_id), "digest": _digest(req)})
-        self._emit_tell_events(self._last_result, self._last_record)
+        self._held.append((self._last_result, self._last_record, self._size_before_reset))
         reply = {**self.cache[str(req.request_id)][1], "duplicate": False}
         self.latency["tell"].add(time.perf_counter() - start)
         return reply
@@ -542,7 +548,7 @@ class PlantRuntime:
         self._commit({"kind": "observe", "id": f"{self.name}:{t}.observed", "t": t,
                       "x": x.tolist(), "y": float(y), "failed": False, "measurement": float(y),
                       "metadata": metadata, "rid": rid, "digest": digest})
-        self._emit_tell_events(self._last_result, self._last_record)
+        self._held.append((self._last_result, self._last_record, self._size_before_reset))
         return {**self.cache[rid][1], "duplicate": False}
 
     def best(self, req: Best | None = None) -> dict[str, Any]:  # noqa: ARG002
@@ -557,6 +563,17 @@ class PlantRuntime:
         fields = self._best[1] or {"gains": None, "mean": None, "std": None, "measured_at": None}
         return {"plant": self.name, "t": self.strategy.t, "dataset_size": self.strategy.dataset_size,
                 "sense": self.config.sense, "rule": "posterior-mean maximizer over D", **fields}
+
+    def synced(self) -> None:
+        """The journal was fsync'd: write the event lines of the tells it made durable.
+
+        Held back until now, so that a power cut cannot leave a `measurement` line (the history
+        replay reads) for a tell whose journal record it took away, i.e. one never acknowledged.
+        """
+        held, self._held = self._held, []
+        for result, record, size_before in held:
+            self._size_before_reset = size_before
+            self._emit_tell_events(result, record)
 
     def _failure_value(self, x: np.ndarray) -> float:
         """The measurement substituted for a failed experiment (the plant's `failure` policy)."""

@@ -83,6 +83,9 @@ def recorded_optimizer(plant_dir: Path, config: Path | None) -> dict:
     if (not state or "optimizer" not in state) and load_epochs(plant_dir):
         return load_epochs(plant_dir)[-1][1]  # a live plant before its first checkpoint
     if not state or "optimizer" not in state:
+        epochs = load_epochs(plant_dir)  # before the first checkpoint: the file of the first start
+        if epochs:
+            return epochs[0][1]
         raise SystemExit(f"tvbod replay: {plant_dir} has no readable checkpoint with the optimizer "
                          "configuration; pass --config PLANT_FILE")
     from tvbod.core.spec import with_explicit_trigger

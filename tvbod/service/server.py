@@ -277,6 +277,8 @@ class Server:
                 self.notifier.status(self.status_line())
             if not self._sync_journals():
                 return  # nothing of this batch is acknowledged; restart recovers from disk
+            for plant in self.plants.values():
+                plant.synced()  # now the tells' event lines may be written
             for frames in replies:
                 self._send(frames)
             self._checkpoint_due_plants()

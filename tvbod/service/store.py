@@ -15,7 +15,8 @@ which replay skips, so no record is applied twice. `seq` never goes back: a rese
 where the old one ended. Every byte that fails its checks is renamed or copied aside, never
 deleted. OS errors on writes become `StorageError` with the file left as before the write.
 
-Tests inject disk faults with `writer`: a callable with the signature of `os.pwrite`.
+Tests inject disk faults with `writer`: a callable with the signature of `os.pwrite`. Every call
+that changes the disk goes through `tvbod.service.fsio` (the crash-state tests record them there).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any, Callable, Literal
 import msgpack
 
 from tvbod.protocol import PLANT_NAME_PATTERN, is_valid_plant_name
+from tvbod.service import fsio
 
 Writer = Callable[[int, bytes, int], int]
 """Writes bytes at an offset of an open fd and returns how many it wrote, like `os.pwrite`."""
@@ -67,11 +69,7 @@ def _write_all(fd: int, data: bytes, offset: int, writer: Writer) -> None:
 
 
 def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsio.fsync_dir(directory)
 
 
 def _aside_name(path: Path, tag: str) -> Path:
@@ -87,7 +85,7 @@ def _move_aside(path: Path) -> str:
     """Rename an unusable file to `<name>.corrupt-<UTC time>` and say where it went."""
     aside = _aside_name(path, "corrupt")
     try:
-        os.replace(path, aside)
+        fsio.replace(path, aside)
     except OSError as exc:
         raise StorageError("moving aside", path, exc) from exc
     return f"moved to {aside.name}"
@@ -103,14 +101,14 @@ def _pack(value: Any, what: str) -> bytes:
 def _write_durable(path: Path, blob: bytes, writer: Writer) -> None:
     """Create `path` holding `blob` and fsync it; on failure remove it and raise `StorageError`."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = fsio.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             _write_all(fd, blob, 0, writer)
-            os.fsync(fd)
+            fsio.fsync(fd)
         finally:
-            os.close(fd)
+            fsio.close(fd)
     except OSError as exc:
-        path.unlink(missing_ok=True)
+        fsio.unlink(path, missing_ok=True)
         raise StorageError("writing", path, exc) from exc
 
 
@@ -139,7 +137,7 @@ class LoadedCheckpoint:
 class CheckpointStore:
     """Two generations of checkpoints in `directory`: `checkpoint` and `checkpoint.prev`."""
 
-    def __init__(self, directory: Path, writer: Writer = os.pwrite) -> None:
+    def __init__(self, directory: Path, writer: Writer = fsio.pwrite) -> None:
         self.directory = Path(directory)
         self.current = self.directory / "checkpoint"
         self.previous = self.directory / "checkpoint.prev"
@@ -158,16 +156,16 @@ class CheckpointStore:
         payload = _pack(body, "checkpoint state")
         digest = hashlib.sha256(payload).digest()
         blob = _CK_HEADER.pack(_CK_MAGIC, SCHEMA_VERSION, len(payload), digest) + payload
-        self.directory.mkdir(parents=True, exist_ok=True)
+        fsio.makedirs(self.directory)
         tmp = self.directory / "checkpoint.new"
         _write_durable(tmp, blob, self.writer)
         try:
             if self.current.exists():
-                os.replace(self.current, self.previous)
-            os.replace(tmp, self.current)
+                fsio.replace(self.current, self.previous)
+            fsio.replace(tmp, self.current)
             _fsync_dir(self.directory)
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
+            fsio.unlink(tmp, missing_ok=True)
             raise StorageError("installing", self.current, exc) from exc
         return self.current
 
@@ -176,7 +174,7 @@ class CheckpointStore:
         leftovers = sorted(self.directory.glob("checkpoint.new*"))
         problems = [f"removed unfinished {p.name} (a write cut short by a crash)" for p in leftovers]
         for path in leftovers:
-            path.unlink()
+            fsio.unlink(path)
         if not self.current.exists() and self.previous.exists():
             problems.append("checkpoint missing (crash during rotation?); trying checkpoint.prev")
         for source, path in (("current", self.current), ("previous", self.previous)):
@@ -288,7 +286,7 @@ class Journal:
     the file if missing and repairs a damaged tail; the next `read` reports the repair.
     """
 
-    def __init__(self, path: Path, writer: Writer = os.pwrite) -> None:
+    def __init__(self, path: Path, writer: Writer = fsio.pwrite) -> None:
         self.path = Path(path)
         self.prev_path = self.path.with_name(self.path.name + ".prev")
         self.writer = writer
@@ -298,7 +296,7 @@ class Journal:
         self._cut = 0
 
     @classmethod
-    def open(cls, path: Path, writer: Writer = os.pwrite) -> Journal:
+    def open(cls, path: Path, writer: Writer = fsio.pwrite) -> Journal:
         journal = cls(path, writer)
         journal._ensure_open()
         return journal
@@ -327,10 +325,10 @@ class Journal:
         try:
             _write_all(fd, blob, self._size, self.writer)
             if sync:
-                os.fsync(fd)
+                fsio.fsync(fd)
         except OSError as exc:
             with contextlib.suppress(OSError):
-                os.ftruncate(fd, self._size)
+                fsio.ftruncate(fd, self._size)
             raise StorageError("appending to", self.path, exc) from exc
         self._size += len(blob)
         self._last_seq += 1
@@ -347,7 +345,7 @@ class Journal:
         if not self.unsynced or self._fd is None:
             return
         try:
-            os.fsync(self._fd)
+            fsio.fsync(self._fd)
         except OSError as exc:
             raise StorageError("syncing", self.path, exc) from exc
         self._unsynced = False
@@ -386,19 +384,19 @@ class Journal:
         tmp = self.path.with_name(self.path.name + ".new")
         _write_durable(tmp, _JN_HEADER.pack(_JN_MAGIC, SCHEMA_VERSION, start - 1), self.writer)
         try:
-            os.replace(self.path, self.prev_path)
-            os.replace(tmp, self.path)
+            fsio.replace(self.path, self.prev_path)
+            fsio.replace(tmp, self.path)
             _fsync_dir(self.path.parent)
         except OSError as exc:
             if not self.path.exists() and self.prev_path.exists():
-                os.replace(self.prev_path, self.path)  # go on appending to the old file
+                fsio.replace(self.prev_path, self.path)  # go on appending to the old file
             raise StorageError("resetting", self.path, exc) from exc
         self.close()
         self._ensure_open()
 
     def close(self) -> None:
         if self._fd is not None:
-            os.close(self._fd)
+            fsio.close(self._fd)
             self._fd = None
 
     def __enter__(self) -> Journal:
@@ -410,11 +408,14 @@ class Journal:
 
     def _ensure_open(self) -> int:
         if self._fd is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fsio.makedirs(self.path.parent)
             if not self.path.exists():  # new, or a crash came between reset's two renames
                 self._create()
-            self._fd = os.open(self.path, os.O_RDWR)
+            self._fd = fsio.open(self.path, os.O_RDWR)
             self._repair()
+            # After a process crash the unsynced tail may live in the page cache only; recovery
+            # acknowledges what it reads (the reply cache answers retries), so make it durable.
+            fsio.fsync(self._fd)
         return self._fd
 
     def _create(self) -> None:
@@ -426,7 +427,7 @@ class Journal:
         tmp = self.path.with_name(self.path.name + ".new")
         _write_durable(tmp, _JN_HEADER.pack(_JN_MAGIC, SCHEMA_VERSION, base), self.writer)
         try:
-            os.replace(tmp, self.path)
+            fsio.replace(tmp, self.path)
             _fsync_dir(self.path.parent)
         except OSError as exc:
             raise StorageError("creating", self.path, exc) from exc
@@ -450,12 +451,12 @@ class Journal:
             self._problems.append(f"torn last record dropped ({scan.problem}; {cut} bytes)")
         elif scan.problem:
             aside = _aside_name(self.path, "corrupt-tail")
-            _write_durable(aside, data[scan.good_end :], os.pwrite)
+            _write_durable(aside, data[scan.good_end :], fsio.pwrite)
             self._problems.append(f"corrupt record at byte {scan.good_end} ({scan.problem}); "
                                   f"stopped there, {cut} bytes saved to {aside.name}")
         if cut:
-            os.ftruncate(self._fd, scan.good_end)
-            os.fsync(self._fd)
+            fsio.ftruncate(self._fd, scan.good_end)
+            fsio.fsync(self._fd)
             self._cut += cut
         self._size, self._base_seq, self._last_seq = scan.good_end, scan.base_seq, scan.last_seq
         return scan
@@ -475,10 +476,11 @@ class Recovery:
 class PlantStore:
     """The files of one plant under `state_dir/plants/<plant>/`."""
 
-    def __init__(self, state_dir: Path, plant: str, writer: Writer = os.pwrite) -> None:
+    def __init__(self, state_dir: Path, plant: str, writer: Writer = fsio.pwrite) -> None:
         if not is_valid_plant_name(plant):
             raise ValueError(f"plant name {plant!r} must match {PLANT_NAME_PATTERN}")
         self.plant = plant
+        self.state_dir = Path(state_dir)
         self.directory = Path(state_dir) / "plants" / plant
         self.checkpoints = CheckpointStore(self.directory, writer)
         self.journal = Journal(self.directory / "journal", writer)
@@ -493,6 +495,7 @@ class PlantStore:
         Gaps in the seq sequence are reported (they mean lost records); a journal that ends before
         the checkpoint (e.g. recreated after corruption) is reset to continue after it.
         """
+        fsio.makedirs(self.directory, durable_up_to=self.state_dir)  # no power cut undoes them
         loaded = self.checkpoints.load()
         after = loaded.journal_seq
         problems = list(loaded.problems)
