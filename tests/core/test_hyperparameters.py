@@ -29,6 +29,40 @@ def test_log_posterior_gradient_matches_finite_differences(kernel, temporal):
     np.testing.assert_allclose(grad, approx_fprime(u0, value, 1e-6), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("kernel", [SquaredExponential([0.7, 1.3], 1.7), Matern52([0.9, 0.5], 0.6)],
+                         ids=["se", "m52"])
+def test_log_posterior_gradient_in_signal_and_noise_variance_matches_finite_differences(kernel):
+    # theta = (log l_1, log l_2, log sigma_f^2, log sigma_n^2), flat priors on the last two
+    rng = np.random.default_rng(1)
+    X = rng.random((20, 2)) * 3
+    y = 1.5 * np.sin(X).sum(1) + 0.2 * rng.standard_normal(20)
+    tK = ForgettingFactor(0.05)(np.arange(20.0), np.arange(20.0))
+
+    def value(u):
+        k = type(kernel)(np.exp(u[:2]), np.exp(u[2]))
+        return log_posterior(k, X, y, np.exp(u[3]), PRIOR, tK, True, True)[0]
+
+    u0 = np.concatenate([np.log(kernel.lengthscales), [np.log(kernel.variance), np.log(0.05)]])
+    _, grad = log_posterior(kernel, X, y, 0.05, PRIOR, tK, True, True)
+    assert grad.shape == (4,)
+    np.testing.assert_allclose(grad, approx_fprime(u0, value, 1e-6), rtol=1e-4, atol=1e-5)
+
+
+def test_fitted_variances_recover_the_scale_and_noise_that_generated_the_data():
+    from tvbod.core.hyperparameters import fit_hyperparameters
+
+    rng = np.random.default_rng(2)
+    X = rng.random((120, 1)) * 10
+    K = SquaredExponential([1.0], 4.0)(X, X)
+    y = np.linalg.cholesky(K + 1e-9 * np.eye(120)) @ rng.standard_normal(120)
+    y = y + rng.normal(0, np.sqrt(0.01), 120)
+    fit = fit_hyperparameters(SquaredExponential([1.0], 1.0), X, y, 0.1, GammaPrior(2.0, 2.0),
+                              (0.1, 10.0), rng, variance_bounds=(1e-3, 1e3),
+                              noise_bounds=(1e-6, 1.0), fixed_lengthscales=True)
+    np.testing.assert_array_equal(fit.lengthscales, [1.0])
+    assert 1.5 < fit.variance < 10.0 and 0.003 < fit.noise_variance < 0.03
+
+
 def test_gamma_prior_log_pdf_matches_scipy():
     from scipy.stats import gamma
 

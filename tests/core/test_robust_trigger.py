@@ -240,8 +240,10 @@ def test_state_without_trigger_state_loads_into_the_robust_trigger_afresh():
     assert robust.trigger.residuals_ == []
 
 
-def test_learned_signal_and_noise_variances_are_optional_and_round_trip():
-    spec = _box({"hyperparameters": {"lengthscales": "map", "variance": "map",
+@pytest.mark.parametrize("strategy", ["et-gp-ucb", "gp-ucb"])
+def test_learned_signal_and_noise_variances_are_optional_and_round_trip(strategy):
+    spec = _box({"strategy": strategy,
+                 "hyperparameters": {"lengthscales": "map", "variance": "map",
                                      "noise_variance": "map"}})
     s = make_strategy(spec)
     for t in range(1, 25):

@@ -111,6 +111,8 @@ class GPUCBStrategy(Strategy):
                           build_temporal(spec))
         self.trigger = build_trigger(spec)
         self._robust = isinstance(self.trigger, RobustTrigger)
+        h = spec.hyper
+        self._learns_variances = h is not None and (h.variance_bounds or h.noise_bounds) is not None
         self.budget = Budget(spec.candidates, spec.starts, spec.maxiter)
         self._sign = 1.0 if spec.sense == "maximize" else -1.0
         if self.domain.finite:
@@ -215,7 +217,8 @@ class GPUCBStrategy(Strategy):
         mu, sigma = self._posterior_at(z, t)
         n_before = self.gp.n
         if self._robust:
-            decision = self.trigger.evaluate(yi, mu, sigma, t_prime, n_before, self.gp.noise_variance)
+            decision = self.trigger.evaluate(yi, mu, sigma, t_prime, n_before,
+                                             self.gp.noise_variance)
         else:
             decision = self.trigger.evaluate(yi, mu, sigma, t_prime)
         reason, burst = None, False
@@ -256,7 +259,8 @@ class GPUCBStrategy(Strategy):
 
     @property
     def variances(self) -> tuple[float, float]:
-        """`(sigma_f^2, sigma_n^2)` in force (fitted under the robust trigger's defaults)."""
+        """`(sigma_f^2, sigma_n^2)` in force (fitted with `hyperparameters.variance` /
+        `noise_variance: map`, else the configured values)."""
         return (self.spec.kernel.variance if self.base_kernel is None else self.base_kernel.variance,
                 self.gp.noise_variance)
 
@@ -310,8 +314,8 @@ class GPUCBStrategy(Strategy):
             "lengthscales": None if self.base_kernel is None else self.base_kernel.lengthscales.tolist(),
             "gp": self.gp.state_dict(),
             **({} if self.exploration is None else {"exploration": self.exploration.state_dict()}),
-            **({"trigger": {**self.trigger.state_dict(), "variances": list(self.variances)}}
-               if self._robust else {}),
+            **({"trigger": self.trigger.state_dict()} if self._robust else {}),
+            **({"variances": list(self.variances)} if self._learns_variances else {}),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -345,12 +349,14 @@ class GPUCBStrategy(Strategy):
                 explo_new = build_exploration(self.spec)
                 explo_new.load_state_dict(explo)
             # A state without trigger state (written under the paper trigger, or by tvbod 0.1.0)
-            # starts the robust trigger afresh: empty residual window, configured variances.
+            # starts the robust trigger afresh (an empty residual window); one without fitted
+            # variances starts from the configured ones.
             trigger_new = build_trigger(self.spec)
-            variances = (self.spec.kernel.variance, self.spec.noise_variance)
             if self._robust and state.get("trigger") is not None:
                 trigger_new.load_state_dict(state["trigger"])
-                variances = tuple(float(v) for v in state["trigger"]["variances"])
+            variances = (self.spec.kernel.variance, self.spec.noise_variance)
+            if self._learns_variances and state.get("variances") is not None:
+                variances = tuple(float(v) for v in state["variances"])
                 if len(variances) != 2 or not all(np.isfinite(v) and v > 0 for v in variances):
                     raise StateError(f"variances {variances!r} are not two positive numbers")
         except (KeyError, TypeError, ValueError) as exc:
@@ -358,8 +364,8 @@ class GPUCBStrategy(Strategy):
                 raise
             raise StateError(f"malformed state: {exc!r}") from None
         if ls is not None:
-            self._set_lengthscales(ls, variances[0] if self._robust else None)
-        if self._robust:
+            self._set_lengthscales(ls, variances[0] if self._learns_variances else None)
+        if self._learns_variances:
             self.gp.noise_variance = variances[1]
         self.gp.load_state_dict(gp_state)
         if self.exploration is not None:
