@@ -57,11 +57,20 @@ class Session:
 
 
 def _crash_close(server: Server) -> None:
-    """What a SIGKILL leaves: fds and sockets closed, no checkpoint, nothing flushed."""
+    """What a SIGKILL leaves: fds and sockets closed, no checkpoint, nothing flushed. The kernel
+    closes a dead process's sockets at once; ZeroMQ closes them on its I/O thread, so wait until
+    the endpoint no longer accepts (the next server refuses a live endpoint, issue 13)."""
+    import time
+
+    from tvbod.service.server import probe_endpoint
+
     for plant in server.plants.values():
         plant.close()
     server.plants.clear()
     server.shutdown()
+    deadline = time.monotonic() + 60
+    while any(probe_endpoint(e) for e in server.config.endpoints) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _serve(recorder: Recorder, root: Path, stop: threading.Event, ready: threading.Event) -> None:
