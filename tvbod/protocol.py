@@ -302,15 +302,13 @@ class Tell(_Request):
     def __post_init__(self) -> None:
         super().__post_init__()
         rid = self.request_id
-        _check_plant(rid, self.plant)
-        _check_text(rid, "adapter", self.adapter, optional=True)
+        _check_sender(self)
         _check_text(rid, "proposal_id", self.proposal_id, optional=False)
         failed = False if self.failed is None else self.failed
         if not isinstance(failed, bool):
             raise _bad(rid, "failed", "a bool", failed)
         object.__setattr__(self, "failed", failed)
-        object.__setattr__(self, "metadata", {} if self.metadata is None else self.metadata)
-        _check_metadata(rid, self.metadata)
+        _check_measurement_metadata(self)
         value = self.measurement
         if value is None and failed:
             return
@@ -322,6 +320,18 @@ class Tell(_Request):
                 raise ProtocolError(ErrorCode.NON_FINITE, f"measurement is {number}", rid)
             number = None  # type: ignore[assignment]
         object.__setattr__(self, "measurement", number)
+
+
+def _check_sender(req) -> None:
+    """The `plant` and optional `adapter` fields of a measurement-carrying request."""
+    _check_plant(req.request_id, req.plant)
+    _check_text(req.request_id, "adapter", req.adapter, optional=True)
+
+
+def _check_measurement_metadata(req) -> None:
+    """`metadata`: None means `{}`; then the map is checked (`_check_metadata`)."""
+    object.__setattr__(req, "metadata", {} if req.metadata is None else req.metadata)
+    _check_metadata(req.request_id, req.metadata)
 
 
 @dataclass(frozen=True)
@@ -370,10 +380,8 @@ class Observe(_Request):
     def __post_init__(self) -> None:
         super().__post_init__()
         rid = self.request_id
-        _check_plant(rid, self.plant)
-        _check_text(rid, "adapter", self.adapter, optional=True)
-        object.__setattr__(self, "metadata", {} if self.metadata is None else self.metadata)
-        _check_metadata(rid, self.metadata)
+        _check_sender(self)
+        _check_measurement_metadata(self)
         gains = self.gains
         if not isinstance(gains, dict) or not gains:
             raise _bad(rid, "gains", "a non-empty map of parameter name to number", gains)
