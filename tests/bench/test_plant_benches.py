@@ -149,3 +149,28 @@ def test_cli_parses_both_benches():
     assert _args(cp, ["--algos", "et-gp-ucb,gp-ucb"]).algos == ("et-gp-ucb", "gp-ucb")
     with pytest.raises(SystemExit):
         _args(cp, ["--algos", "bogus"])
+
+
+def test_cartpole_oracle_grid_rows_and_the_papers_reset_period():
+    rows = cp.algorithms(oracle=True)
+    labels = [a.label for a in rows]
+    assert len(labels) == len(set(labels))
+    assert labels[:3] == ["ET-GP-UCB", "ET-GP-UCB (fixed scale)", "ET-GP-UCB (paper trigger)"]
+    assert dict(rows[0].params) == {"measurement": "auto"}
+    for strategy in ("r-gp-ucb", "tv-gp-ucb", "ui-tvbo"):
+        assert sum(a.strategy == strategy for a in rows) == len(cp.ORACLE_GRID)
+    # N = ceil(12 eps^(-1/4)): the paper's N = 29 at eps = 0.03
+    assert [cp.reset_period_for(e) for e in cp.ORACLE_GRID] == [46, 38, 32, 29, 26]
+    assert len(cp.algorithms()) == 7
+
+
+def test_cartpole_units_leave_the_shipped_optimizer_unchanged_and_move_the_fixed_scale():
+    # `--units 4`: every cost x 4 (exact in binary). The shipped ET-GP-UCB (`measurement: auto`)
+    # follows the same trajectory; the fixed-scale variant sees another problem.
+    algos = cp.algorithms()[:2]
+    base = cp.Config(horizon=40, jump_at=30, offset=16.0, scale=1.0, candidates=256)
+    four = cp.Config(horizon=40, jump_at=30, offset=16.0, scale=1.0, candidates=256, units=4.0)
+    auto1, auto4 = (cp.run_task(0, algos[0], 0, c) for c in (base, four))
+    assert auto1["regret"] == auto4["regret"] and auto1["reset_times"] == auto4["reset_times"]
+    fixed1, fixed4 = (cp.run_task(0, algos[1], 0, c) for c in (base, four))
+    assert fixed1["regret"] != fixed4["regret"]

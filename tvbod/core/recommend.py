@@ -35,12 +35,11 @@ def recommend(strategy: Strategy) -> Recommendation | None:
     """The posterior-mean maximizer over the current dataset's points, or None (see above)."""
     if not isinstance(strategy, GPUCBStrategy) or strategy.gp.n == 0:
         return None
-    gp, spec = strategy.gp, strategy.spec
+    gp, output = strategy.gp, strategy.output
     mean, var = gp.predict(gp.X_, float(strategy.t))
     i = int(np.argmax(mean))
-    sign = 1.0 if spec.sense == "maximize" else -1.0
     return Recommendation(
         x=strategy.domain.to_physical(gp.X_[i]),
-        mean=sign * float(mean[i]) * spec.measurement_scale + spec.measurement_offset,
-        std=float(np.sqrt(var[i])) * spec.measurement_scale,
+        mean=float(output.to_measurement(float(mean[i]))),
+        std=float(np.sqrt(var[i])) * output.scale_,
         t=strategy.t, measured_at=int(gp.times_[i]), dataset_size=gp.n)

@@ -33,6 +33,9 @@ _TOP_KEYS = {
     "reset", "acquisition", "exploration", "trigger", "forgetting_floor",
 }
 TRIGGERS = ("robust", "paper")
+#: Default measurements that fix `measurement: auto` (at least 2d + 2). Measured on the cart-pole
+#: (docs/benchmarks.md, "Scale"): 10 gave false resets in 4 of 10 runs, 20 in none.
+CALIBRATION_POINTS = 20
 #: Largest finite domain whose Gram matrix is precomputed (m^2 float64 = 200 MB at 5000).
 MAX_FINITE_POINTS = 5000
 
@@ -144,8 +147,9 @@ class OptimizerSpec:
     reset_period: int | None = None
     forgetting: float | None = None
     drift_variance: float | None = None
-    measurement_offset: float = 0.0
-    measurement_scale: float = 1.0
+    measurement_offset: float | None = 0.0  # None: `auto` (calibrated, see `calibration.py`)
+    measurement_scale: float | None = 1.0  # None: `auto`
+    calibration_points: int | None = None  # auto offset/scale: measurements used (None: max(20, 2d + 2))
     candidates: int = 1024
     starts: int = 5
     maxiter: int = 50
@@ -180,6 +184,17 @@ class OptimizerSpec:
         if t is None or not t.robust:
             return 1
         return t.min_points if t.min_points is not None else 2 * self.dim + 2
+
+    @property
+    def calibrates(self) -> bool:
+        """Whether `measurement.offset` or `.scale` is `auto` (the output is standardized)."""
+        return self.measurement_offset is None or self.measurement_scale is None
+
+    @property
+    def n_calibration(self) -> int:
+        """How many measurements fix an `auto` offset/scale (`measurement.calibration_points`)."""
+        n = self.calibration_points
+        return n if n is not None else max(CALIBRATION_POINTS, 2 * self.dim + 2)
 
     @property
     def dim(self) -> int:
@@ -457,8 +472,7 @@ def parse_spec(spec: Mapping | OptimizerSpec) -> OptimizerSpec:
     kernel = _parse_kernel(m.get("kernel", {}), domain, dim)
     beta = _mapping(m.get("beta", {}), "beta")
     _check_keys(beta, {"c1", "c2"}, "beta.")
-    meas = _mapping(m.get("measurement", {}), "measurement")
-    _check_keys(meas, {"offset", "scale"}, "measurement.")
+    meas = _parse_measurement(m.get("measurement", {}))
     budget = _mapping(m.get("budget", {}), "budget")
     _check_keys(budget, {"candidates", "starts", "maxiter"}, "budget.")
     kw = {}
@@ -477,8 +491,7 @@ def parse_spec(spec: Mapping | OptimizerSpec) -> OptimizerSpec:
         beta_c1=_number(beta.get("c1", 0.4), "beta.c1", 0.0),
         beta_c2=_number(beta.get("c2", 4.0), "beta.c2", 1.0),
         delta_b=_number(m.get("delta_b", 0.1), "delta_b", 0.0, 1.0, lo_open=True, hi_open=True),
-        measurement_offset=_number(meas.get("offset", 0.0), "measurement.offset"),
-        measurement_scale=_number(meas.get("scale", 1.0), "measurement.scale", 0.0, lo_open=True),
+        **meas,
         candidates=_integer(budget.get("candidates", 1024), "budget.candidates", 1, 1 << 20),
         starts=_integer(budget.get("starts", 5), "budget.starts", 1, 1000),
         maxiter=_integer(budget.get("maxiter", 50), "budget.maxiter", 0, 10000),
@@ -489,6 +502,29 @@ def parse_spec(spec: Mapping | OptimizerSpec) -> OptimizerSpec:
         **_parse_trigger(m, strategy, reset),
         **kw,
     )
+
+
+def _parse_measurement(value) -> dict:
+    """`measurement: auto | {offset: number | auto, scale: number | auto, calibration_points: n}`:
+    the map to the GP's scale, `internal = sign (y - offset) / scale`. `auto` estimates the
+    offset (mean) and scale (standard deviation) from the first `calibration_points` measurements
+    and then keeps them, across resets too (`calibration.py`)."""
+    if value == "auto":
+        value = {"offset": "auto", "scale": "auto"}
+    meas = _mapping(value, "measurement")
+    _check_keys(meas, {"offset", "scale", "calibration_points"}, "measurement.")
+    offset, scale = meas.get("offset", 0.0), meas.get("scale", 1.0)
+    auto = offset == "auto" or scale == "auto"
+    if "calibration_points" in meas and not auto:
+        raise SpecError("measurement.calibration_points", "applies only with offset or scale auto")
+    points = meas.get("calibration_points")
+    return {
+        "measurement_offset": None if offset == "auto" else _number(offset, "measurement.offset"),
+        "measurement_scale": None if scale == "auto" else _number(scale, "measurement.scale", 0.0,
+                                                                  lo_open=True),
+        "calibration_points": None if points in (None, "auto") else _integer(
+            points, "measurement.calibration_points", 2, 100000),
+    }
 
 
 def _parse_extensions(m: Mapping, strategy: str, domain: DomainSpec, kernel: KernelSpec) -> dict:

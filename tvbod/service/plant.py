@@ -505,7 +505,11 @@ class PlantRuntime:
 
     def _guard_measurement(self, y: float, request_id) -> None:
         """Refuse a measurement beyond `max_measurement_sigmas` prior standard deviations on the
-        GP scale (a unit mistake or a garbage sensor value): `bad_field`, nothing applied."""
+        GP scale (a unit mistake or a garbage sensor value): `bad_field`, nothing applied. An
+        auto-calibrated map has no scale before its second measurement: nothing to judge by."""
+        output = getattr(self.strategy, "output", None)
+        if output is not None and not output.has_scale:
+            return
         limit = self.config.max_measurement_sigmas * float(np.sqrt(self.strategy.spec.kernel.variance))
         with np.errstate(all="ignore"):
             scaled = abs(self.strategy.to_internal_y(y))

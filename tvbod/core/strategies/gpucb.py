@@ -11,12 +11,15 @@ trigger against the posterior *before* adding the point, then resets or appends.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from scipy.linalg import LinAlgError, cho_solve, cholesky, solve_triangular
 from scipy.optimize import minimize
 
 from ..acquisition import (beta_t, complexity_factor, expected_improvement,
                            expected_improvement_grad, kappa_ucb, mean_hessian_fd, ucb_grad)
+from ..calibration import OutputMap
 from ..domains import ArmsDomain, BoxDomain, PointsDomain
 from ..errors import DomainError, StateError
 from ..exploration import (AdaptiveKappaLambda, AGPUCBScaling, bound_regret_estimate, norm_growth,
@@ -115,6 +118,8 @@ class GPUCBStrategy(Strategy):
         self._learns_variances = h is not None and (h.variance_bounds or h.noise_bounds) is not None
         self.budget = Budget(spec.candidates, spec.starts, spec.maxiter)
         self._sign = 1.0 if spec.sense == "maximize" else -1.0
+        self.output = OutputMap(spec.measurement_offset, spec.measurement_scale, self._sign,
+                                spec.n_calibration)
         if self.domain.finite:
             self.gp.attach_query_set(np.arange(self.domain.size, dtype=float)[:, None])
             self._unit = None
@@ -155,23 +160,23 @@ class GPUCBStrategy(Strategy):
         return None if self._pending is None else self.domain.to_physical(self._pending)
 
     def to_internal_y(self, y: float) -> float:
-        """Measurement -> the GP's scale: `sign * (y - offset) / scale` (sign -1 when minimizing)."""
-        return self._sign * (float(y) - self.spec.measurement_offset) / self.spec.measurement_scale
+        """Measurement -> the GP's scale: `sign * (y - offset) / scale` (sign -1 when minimizing;
+        offset/scale calibrated with `measurement: auto`, `calibration.py`)."""
+        return self.output.to_internal(y)
 
     def predict(self, x) -> tuple[float, float]:
         """Posterior mean and std of the objective at `x` for the next step, in measurement units."""
         z = self.domain.to_internal(x)
         mean, var = self.gp.predict(z[None, :], float(self._t))
-        scale = self.spec.measurement_scale
-        return (self._sign * float(mean[0]) * scale + self.spec.measurement_offset,
-                float(np.sqrt(var[0])) * scale)
+        return (float(self.output.to_measurement(float(mean[0]))),
+                float(np.sqrt(var[0])) * self.output.scale_)
 
     def dataset(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The current dataset D as `(X physical (n, d), y in measurement units (n,), steps (n,))`."""
         if self.gp.n == 0:
             return np.empty((0, self.domain.dim)), np.empty(0), np.empty(0, dtype=int)
         X = np.array([self.domain.to_physical(z) for z in self.gp.X_])
-        y = self._sign * self.gp.y_ * self.spec.measurement_scale + self.spec.measurement_offset
+        y = self.output.to_measurement(self.gp.y_)
         return X, y, self.gp.times_.astype(int)
 
     # ------------------------------------------------------------------ ask / tell
@@ -221,12 +226,17 @@ class GPUCBStrategy(Strategy):
                                              self.gp.noise_variance)
         else:
             decision = self.trigger.evaluate(yi, mu, sigma, t_prime)
+        if self.output.calibrating and decision.fired:
+            # the trigger judges residuals on the GP's scale, unknown until calibrated
+            decision = replace(decision, fired=False, held=True)
         reason, burst = None, False
         # Paper, Alg. 1: on a trigger D <- {(x_t, y_t)}; the trigger is moot on an empty D.
         if self.spec.reset_policy == "event" and decision.fired and n_before > 0:
             reason = "event"
             self.gp.reset()
             burst = self._robust and self.trigger.on_reset(t)
+            if self.output.recentre(y):
+                yi = self.to_internal_y(y)
         self.gp.append(z, yi, float(t))
         if self.spec.reset_policy == "periodic" and t % self.spec.reset_period == 0:
             reason = "periodic"  # R-GP-UCB: forget everything every N steps
@@ -235,6 +245,7 @@ class GPUCBStrategy(Strategy):
             self._t_reset = t
             self._resets += 1
             self._last_reset_t = t
+        self._calibrate(y)
         # Hyperparameters are kept across a reset until D has `min_points` points again (robust
         # trigger): one point carries no lengthscale information.
         if (self.spec.hyper is not None and t % self.spec.hyper.refit_every == 0
@@ -251,6 +262,16 @@ class GPUCBStrategy(Strategy):
             window_psi=decision.window_psi, window_threshold=decision.window_threshold,
             held=decision.held, reset_burst=burst,
         )
+
+    def _calibrate(self, y: float) -> None:
+        """`measurement: auto`: update the offset/scale with `y` and re-express D's targets (and
+        forget the window test's residuals, which were in the old units)."""
+        old = (self.output.offset_, self.output.scale_)
+        if self.output.observe(y):
+            self.gp.y_ = self.output.reexpress(self.gp.y_, *old)
+            self.gp.refactor()
+            if self._robust:
+                self.trigger.residuals_ = []
 
     # ------------------------------------------------------------------ hyperparameters
     @property
@@ -316,6 +337,7 @@ class GPUCBStrategy(Strategy):
             **({} if self.exploration is None else {"exploration": self.exploration.state_dict()}),
             **({"trigger": self.trigger.state_dict()} if self._robust else {}),
             **({"variances": list(self.variances)} if self._learns_variances else {}),
+            **({"output": self.output.state_dict()} if self.spec.calibrates else {}),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -359,6 +381,13 @@ class GPUCBStrategy(Strategy):
                 variances = tuple(float(v) for v in state["variances"])
                 if len(variances) != 2 or not all(np.isfinite(v) and v > 0 for v in variances):
                     raise StateError(f"variances {variances!r} are not two positive numbers")
+            output = OutputMap(self.spec.measurement_offset, self.spec.measurement_scale,
+                               self._sign, self.spec.n_calibration)
+            if ("output" in state) != self.spec.calibrates:
+                raise StateError("the state's measurement map (fixed or auto) differs from the "
+                                 "spec's; the GP's targets cannot be re-expressed")
+            if self.spec.calibrates:
+                output.load_state_dict(state["output"])
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, StateError):
                 raise
@@ -371,6 +400,7 @@ class GPUCBStrategy(Strategy):
         if self.exploration is not None:
             self.exploration = explo_new
         self.trigger = trigger_new
+        self.output = output
         self._t, self._t_reset, self._resets = t, t_reset, resets
         self._last_reset_t = None if last is None else int(last)
         self._pending = pending

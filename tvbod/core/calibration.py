@@ -1,0 +1,105 @@
+"""The map from measurement units to the GP's scale, fixed or calibrated (`measurement: auto`).
+
+The GP prior, `beta_t` and the trigger's thresholds (`sqrt(rho_t') sigma + wbar_t'`) all assume
+a unit prior variance and a noise variance `sigma_n^2` on the GP's scale, so a fixed map
+`internal = sign (y - offset) / scale` makes the optimizer's behaviour depend on the plant's
+units: the same plant measured in other units is a different problem. `auto` removes the
+dependence: the offset is the mean and the scale the standard deviation of the first `n0`
+measurements (`calibration_points`, default `max(20, 2d + 2)`); until then the estimates are updated at
+every tell and the GP's targets are re-expressed in them. Multiplying every measurement by
+`x > 0` and adding `c` leaves the internal values unchanged (bit for bit when `x` is a power of
+two and `c = 0`), so trajectories, resets and regret do not depend on the units.
+
+While calibrating the scale is not yet known, so the event trigger's decision is reported but not
+acted on (a residual cannot be judged against `wbar_t'` in unknown units). After `n0`
+measurements the map is frozen for good, across resets: a reset forgets data, not units, and a
+jump must show up as a large standardized residual, which re-standardizing on post-jump data would
+hide. Scikit-learn's `normalize_y` and BoTorch's `Standardize` re-estimate on every fit instead;
+that is fine for a static objective and wrong for a drift detector.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .errors import StateError
+
+
+class OutputMap:
+    """`internal = sign (y - offset) / scale`; `offset=None` / `scale=None` means calibrated.
+
+    `observe(y)` records a measurement while calibrating and returns True when the map changed
+    (the caller re-expresses the GP's targets with `reexpress`).
+    """
+
+    def __init__(self, offset: float | None, scale: float | None, sign: float, n0: int) -> None:
+        self.fixed_offset, self.fixed_scale = offset, scale
+        self.sign, self.n0 = float(sign), int(n0)
+        self.raw_: list[float] = []  # the calibration measurements (measurement units)
+        self.offset_ = 0.0 if offset is None else float(offset)
+        self.scale_ = 1.0 if scale is None else float(scale)
+
+    @property
+    def calibrating(self) -> bool:
+        """True until `n0` measurements have fixed the auto offset/scale (False when fixed)."""
+        auto = self.fixed_offset is None or self.fixed_scale is None
+        return auto and len(self.raw_) < self.n0
+
+    @property
+    def has_scale(self) -> bool:
+        """False while an auto scale has seen fewer than two measurements (no scale to judge by)."""
+        return self.fixed_scale is not None or len(self.raw_) >= 2
+
+    def to_internal(self, y: float) -> float:
+        return self.sign * (float(y) - self.offset_) / self.scale_
+
+    def to_measurement(self, v: np.ndarray | float):
+        """Internal value(s) back to measurement units."""
+        return self.sign * np.asarray(v) * self.scale_ + self.offset_
+
+    def observe(self, y: float) -> bool:
+        """Record `y` while calibrating; True if the offset or scale moved."""
+        if not self.calibrating:
+            return False
+        self.raw_.append(float(y))
+        return self._estimate()
+
+    def _estimate(self) -> bool:
+        raw = np.asarray(self.raw_)
+        old = (self.offset_, self.scale_)
+        if self.fixed_offset is None:
+            self.offset_ = float(raw.mean())
+        if self.fixed_scale is None and raw.size >= 2:
+            sd = float(raw.std())
+            # identical measurements carry no scale: keep the previous one
+            if sd > 1e-12 * max(1.0, float(np.abs(raw).max())):
+                self.scale_ = sd
+        return (self.offset_, self.scale_) != old
+
+    def recentre(self, y: float) -> bool:
+        """At a reset, an auto offset moves to the reset's measurement `y`: the new dataset
+        D = {(x_t, y_t)} is the only evidence of the objective's level after a change, and a prior
+        mean left at the old level makes every point far from `x_t` look like another change.
+        True if the offset moved (a calibrated, auto offset only)."""
+        if self.fixed_offset is not None or self.calibrating:
+            return False
+        self.offset_ = float(y)
+        return True
+
+    def reexpress(self, internal: np.ndarray, old_offset: float, old_scale: float) -> np.ndarray:
+        """Internal targets written under `(old_offset, old_scale)`, in the current map."""
+        measured = self.sign * np.asarray(internal, dtype=float) * old_scale + old_offset
+        return self.sign * (measured - self.offset_) / self.scale_
+
+    def state_dict(self) -> dict:
+        return {"raw": list(self.raw_), "offset": self.offset_, "scale": self.scale_}
+
+    def load_state_dict(self, state: dict) -> None:
+        raw = [float(v) for v in state["raw"]]
+        offset, scale = float(state["offset"]), float(state["scale"])
+        if not (all(math.isfinite(v) for v in raw) and math.isfinite(offset)
+                and math.isfinite(scale) and scale > 0 and len(raw) <= self.n0):
+            raise StateError(f"calibration state {state!r} is not finite/positive or too long")
+        self.raw_, self.offset_, self.scale_ = raw, offset, scale
