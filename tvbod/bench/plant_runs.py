@@ -45,6 +45,40 @@ def five_algorithms(period: int, forgetting: float, drift: float) -> tuple[Algo,
     )
 
 
+def with_grid(rows: Sequence[Algo], periods: Sequence[int], forgettings: Sequence[float],
+              drifts: Sequence[float]) -> tuple[Algo, ...]:
+    """`rows` plus every time-varying baseline over a grid (R-GP-UCB's `N`, TV-GP-UCB's `eps`,
+    UI-TVBO's `sigma_w^2`; an oracle a user would not have), skipping rows already present."""
+    grid = ([Algo(f"R-GP-UCB (N={n})", "r-gp-ucb", (("reset_period", n),)) for n in periods]
+            + [Algo(f"TV-GP-UCB (eps={e:g})", "tv-gp-ucb", (("forgetting", e),)) for e in forgettings]
+            + [Algo(f"UI-TVBO (sigma_w^2={w:g})", "ui-tvbo", (("drift_variance", w),)) for w in drifts])
+    seen = {a.label for a in rows}
+    return tuple(rows) + tuple(a for a in grid if a.label not in seen)
+
+
+def oracle_best(summary: list[dict]) -> dict[str, dict]:
+    """Per time-varying baseline strategy, its row with the lowest mean R_T."""
+    best: dict[str, dict] = {}
+    for a in summary:
+        if a["strategy"] in ("r-gp-ucb", "tv-gp-ucb", "ui-tvbo") and (
+                a["strategy"] not in best or a["R_T_mean"] < best[a["strategy"]]["R_T_mean"]):
+            best[a["strategy"]] = a
+    return best
+
+
+def oracle_check(summary: list[dict], plant: str, margin: float) -> dict:
+    """Claim: the first row's mean R_T is within `margin` of, or below, every time-varying
+    baseline at its best setting of the grid."""
+    et, best = summary[0], oracle_best(summary)
+    worst = max(et["R_T_mean"] / b["R_T_mean"] for b in best.values())
+    detail = ", ".join(f"{b['label']} {b['R_T_mean']:.2f}" for b in best.values())
+    return {"name": f"{plant}: {et['label']} within {margin:.0%} of or below every oracle-tuned "
+                    "baseline",
+            "holds": bool(worst <= 1.0 + margin),
+            "detail": f"{et['label']} {et['R_T_mean']:.2f} vs best of grid: {detail} "
+                      f"(largest ratio {worst:.3f})"}
+
+
 def select(algos: Sequence[Algo], names: Sequence[str] | None) -> tuple[Algo, ...]:
     """The algorithms whose strategy name is in `names` (all if None), in table order."""
     return tuple(a for a in algos if names is None or a.strategy in names)

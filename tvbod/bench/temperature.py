@@ -31,6 +31,11 @@ NOISE_VARIANCE = 0.01
 BETA_C1, BETA_C2 = 0.4, 4.0  # beta_t = 0.4 ln(4t)
 DELTA_B = 0.1
 FORGETTING, RESET_PERIOD, DRIFT = 0.03, 15, 0.03
+#: The shipped plant file's `forgetting_floor` (configs/plants/temperature.yaml).
+FLOOR = 0.02
+#: `--oracle` (issue 10): TV-GP-UCB's eps and UI-TVBO's sigma_w^2, and R-GP-UCB's N.
+ORACLE_GRID = (0.005, 0.01, 0.02, 0.03, 0.05)
+ORACLE_PERIODS = (5, 10, 15, 20, 30)
 
 
 @dataclass(frozen=True)
@@ -101,6 +106,16 @@ def data_facts(horizon: int) -> dict:
             "f_range": [float(test_z[:, :horizon].min()), float(test_z[:, :horizon].max())]}
 
 
+def algorithms(oracle: bool = False) -> tuple[pr.Algo, ...]:
+    """ET-GP-UCB as shipped (robust trigger, `forgetting_floor: FLOOR`), without the floor, with
+    the paper's trigger, the four baselines; with `oracle` the baselines over ORACLE_GRID (R-GP-UCB
+    over ORACLE_PERIODS)."""
+    rows = (pr.Algo("ET-GP-UCB", "et-gp-ucb", (("forgetting_floor", FLOOR),)),
+            *[pr.Algo(a.label + (" (no floor)" if a.label == "ET-GP-UCB" else ""), a.strategy,
+                      a.params) for a in pr.five_algorithms(RESET_PERIOD, FORGETTING, DRIFT)])
+    return pr.with_grid(rows, ORACLE_PERIODS, ORACLE_GRID, ORACLE_GRID) if oracle else rows
+
+
 # ---------------------------------------------------------------------- CLI
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=20, help="runs, one seed each (default 20)")
@@ -110,6 +125,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"test steps T (default {HORIZON}, all of the test days)")
     parser.add_argument("--out", type=Path, default=Path("bench-out/temperature"),
                         help="directory for results.json and the PNG plots")
+    parser.add_argument("--oracle", action="store_true",
+                        help="also run every time-varying baseline over the oracle grid")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
 
 
@@ -120,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     cfg = Config(args.horizon)
-    algos = pr.five_algorithms(RESET_PERIOD, FORGETTING, DRIFT)
+    algos = algorithms(args.oracle)
     jobs = [(r, a, args.seed, cfg) for r in range(args.runs) for a in algos]
     t0 = time.perf_counter()
     results = pr.execute(run_task, jobs, args.workers, pr.progress_line("temperature"))
@@ -132,6 +149,8 @@ def run(args: argparse.Namespace) -> int:
         a["arms"] = [r["arms"] for r in per]
     facts = data_facts(args.horizon)
     checks = [pr.lowest_regret_check(summary, "temperature")]
+    if args.oracle:
+        checks.append(pr.oracle_check(summary, "temperature", 0.0))
     print(pr.format_table(summary, f"Temperature: {args.runs} runs (seeds), T = {args.horizon}, "
                                    f"50 sensors, beta_t = {BETA_C1:g} ln({BETA_C2:g} t), noise "
                                    f"variance {NOISE_VARIANCE:g}"))
