@@ -281,6 +281,9 @@ def _drive(eng: Engine, todo: list[Task], done: dict, sink, progress: Progress):
         except Exception as exc:  # the engine lost the task: its worker died
             if gen == generation and eng.recover(exc):
                 generation += 1  # the old pool's other tasks arrive here too, and are resubmitted
+                print(f"[{progress.name}] a worker process died ({type(exc).__name__}); the pool "
+                      f"is restarted and its {1 + len(flight)} unfinished tasks resubmitted",
+                      file=sys.stderr, flush=True)
             lost[t.key] = lost.get(t.key, 0) + 1
             if eng.rebuild is not None and lost[t.key] <= MAX_LOST:
                 pending.append(t)
