@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -20,13 +21,14 @@ import pytest
 from tvbod.bench import sweep
 
 import sweep_tasks
+from doc_blocks import marked_block
 
 ROOT = Path(__file__).resolve().parents[2]
 DASK = Path(sys.executable).parent / "dask"
 #: 20 runs x 2 eps = 40 tasks
 SMALL = ["bench", "stopping-time", "--runs", "20", "--grid", "10", "--no-plots"]
 TASKS = 40
-TIMING = {"wall_time_s", "engine", "new_tasks", "task_s_total"}
+TIMING = {"wall_time_s", "engine", "new_tasks", "task_s_total", "task_cpu_s_total"}
 
 
 def _cli(argv: list[str], **kw) -> subprocess.CompletedProcess:
@@ -119,12 +121,25 @@ def cluster(tmp_path_factory):
         c.close()
 
 
-def test_dask_cluster_gives_the_local_pools_results(cluster, local_run, tmp_path):
-    proc = _cli([*SMALL, "--scheduler", cluster.address, "--out", str(tmp_path)])
-    assert proc.returncode == 0, proc.stderr
-    assert f"{TASKS} tasks on Dask at {cluster.address} (2 worker threads)" in proc.stderr
-    assert _results(tmp_path) == local_run
-    assert len(_lines(tmp_path / "runs.jsonl")) == TASKS
+def test_readme_cluster_recipe_gives_the_local_pools_results(local_run, tmp_path):
+    # The README's block as one bash script from a checkout (.venv is this interpreter's venv),
+    # with the scheduler's port 8786 replaced by a free one so two suites on a host cannot clash.
+    pytest.importorskip("distributed", reason="the cluster extra (make test installs it)")
+    block = marked_block("README.md", "test_readme_cluster_recipe_gives_the_local_pools_results",
+                         file="tests/bench/test_sweep.py")
+    assert f"stopping-time {' '.join(SMALL[2:])} --out st-cluster" in block
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / ".venv").symlink_to(Path(sys.prefix))
+    script = ("set -e\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n"
+              + block.replace(":8786", f":{port}").replace("--port 8786", f"--port {port}") + "\n")
+    proc = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"{TASKS} tasks on Dask at tcp://127.0.0.1:{port}" in proc.stderr
+    assert _results(tmp_path / "st-cluster") == local_run
+    assert len(_lines(tmp_path / "st-cluster" / "runs.jsonl")) == TASKS
 
 
 def test_a_worker_killed_mid_sweep_loses_nothing(cluster, local_run, tmp_path):
@@ -228,6 +243,16 @@ def test_a_failing_task_is_reported_with_seed_and_traceback_and_the_rest_run(tmp
     again = sweep.run(tasks, _args(tmp_path, workers=1), "roots")
     assert again.resumed == 3 and len(again.failures) == 1
     assert len(_lines(tmp_path / "runs.jsonl")) == 3
+
+
+def test_local_pool_workers_get_one_blas_thread_and_the_parent_keeps_its_own(tmp_path,
+                                                                          monkeypatch):
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+    tasks = [sweep.task(sweep_tasks.blas_threads, i, seed=i) for i in range(6)]
+    results = sweep.run(tasks, _args(tmp_path, workers=2), "blas").ordered(tasks)
+    assert {r["OPENBLAS_NUM_THREADS"] for r in results} == {"1"}
+    assert os.getpid() not in {r["pid"] for r in results}
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "4"
 
 
 def test_a_torn_tail_is_cut_and_fresh_starts_over(tmp_path):

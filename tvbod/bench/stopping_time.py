@@ -162,9 +162,10 @@ def run(args: argparse.Namespace) -> int:
           f"{wm.NOISE_VARIANCE:g}")
     print(format_table(summary, args.horizon))
     rate = outcome.ran / outcome.wall_s if outcome.wall_s > 0 else float("nan")
+    per = max(outcome.ran, 1)
     print(f"\nwall time {outcome.wall_s:.1f} s on {outcome.engine} for {outcome.ran} new tasks "
-          f"({rate:.2f} tasks/s; {outcome.task_s / max(outcome.ran, 1):.3f} s per task inside "
-          f"the task)")
+          f"({rate:.2f} tasks/s; per task {outcome.task_s / per:.3f} s wall and "
+          f"{outcome.cpu_s / per:.3f} CPU-s inside the task)")
     args.out.mkdir(parents=True, exist_ok=True)
     doc = {"config": {"runs": args.runs, "eps": list(args.eps), "horizon": args.horizon,
                       "grid": args.grid, "seed": args.seed, "delta_b": wm.DELTA_B,
@@ -172,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
                       "beta": [wm.BETA_C1, wm.BETA_C2]},
            "wall_time_s": round(outcome.wall_s, 2), "engine": outcome.engine,
            "new_tasks": outcome.ran, "task_s_total": round(outcome.task_s, 2),
+           "task_cpu_s_total": round(outcome.cpu_s, 2),
            "summary": summary}
     (args.out / "results.json").write_text(json.dumps(doc, indent=1))
     if not args.no_plots:

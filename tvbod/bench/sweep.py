@@ -81,6 +81,7 @@ class Outcome:
     ran: int
     wall_s: float
     task_s: float
+    cpu_s: float
     engine: str
 
     def ordered(self, tasks: Sequence[Task]) -> list[dict]:
@@ -101,8 +102,9 @@ def add_arguments(parser: argparse.ArgumentParser, workers: int = 2) -> None:
 
 # ---------------------------------------------------------------------- in a worker
 def _call(fn: Callable[..., dict], args: tuple) -> dict:
-    """Run one task; never raises: `{"line": JSON text, "task_s"}` or `{"error", "traceback"}`."""
-    t0 = time.perf_counter()
+    """Run one task; never raises: `{"line": JSON text, "task_s", "cpu_s"}` (its wall and CPU
+    seconds) or `{"error", "traceback"}`."""
+    t0, c0 = time.perf_counter(), time.process_time()
     try:
         result = fn(*args)
         clash = [k for k in _RESERVED if k in result]
@@ -111,7 +113,7 @@ def _call(fn: Callable[..., dict], args: tuple) -> dict:
         line = json.dumps(result, default=_plain, separators=(",", ":"))
     except Exception as exc:  # reported with the task's seed; the sweep goes on
         return {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
-    return {"line": line, "task_s": time.perf_counter() - t0}
+    return {"line": line, "task_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
 
 
 def _plain(obj):
@@ -169,22 +171,17 @@ def engine(workers: int, scheduler: str | None = None) -> Iterator[Engine]:
 
 
 def _local_pool(workers: int) -> Executor:
-    """A spawn-context pool; the children inherit one BLAS thread (set around their start)."""
+    """A spawn-context pool whose workers pin BLAS to one thread before they import numpy."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    saved = {v: os.environ.get(v) for v in BLAS_ENV}
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_one_blas_thread)
+
+
+def _one_blas_thread() -> None:
+    """Worker initializer: runs before the first task unpickles (and imports numpy)."""
     os.environ.update({v: "1" for v in BLAS_ENV})
-    try:
-        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
-        pool.submit(int).result()  # start the workers while the environment is pinned
-        return pool
-    finally:
-        for v, old in saved.items():
-            if old is None:
-                os.environ.pop(v, None)
-            else:
-                os.environ[v] = old
 
 
 @contextmanager
@@ -243,7 +240,7 @@ def run(tasks: Sequence[Task], args: argparse.Namespace, name: str,
     t0 = time.perf_counter()
     with engine(args.workers, getattr(args, "scheduler", None)) as eng, runs_path.open("a") as sink:
         print(f"[{name}] {len(todo)} tasks on {eng.describe}", file=sys.stderr, flush=True)
-        failures, task_s = _drive(eng, todo, done, sink, progress)
+        failures, task_s, cpu_s = _drive(eng, todo, done, sink, progress)
     progress.finish()
     for f in failures:
         print(f"[{name}] task {f.key} (seed {f.seed}) failed: {f.error}\n{f.traceback}",
@@ -253,7 +250,7 @@ def run(tasks: Sequence[Task], args: argparse.Namespace, name: str,
               f"{runs_path}, a rerun with the same --out retries only the failed ones",
               file=sys.stderr, flush=True)
     return Outcome(done, tuple(failures), resumed, len(todo) - len(failures),
-                   time.perf_counter() - t0, task_s, eng.describe)
+                   time.perf_counter() - t0, task_s, cpu_s, eng.describe)
 
 
 def _drive(eng: Engine, todo: list[Task], done: dict, sink, progress: Progress):
@@ -263,7 +260,7 @@ def _drive(eng: Engine, todo: list[Task], done: dict, sink, progress: Progress):
     pending = list(reversed(todo))
     arrived: queues.SimpleQueue = queues.SimpleQueue()
     flight: dict[Future, tuple[Task, int]] = {}
-    generation, lost, failures, task_s = 0, {}, [], 0.0
+    generation, lost, failures, task_s, cpu_s = 0, {}, [], 0.0, 0.0
 
     def fill() -> None:
         while pending and (eng.window is None or len(flight) < eng.window):
@@ -299,9 +296,10 @@ def _drive(eng: Engine, todo: list[Task], done: dict, sink, progress: Progress):
             sink.flush()
             done[t.key] = record
             task_s += out["task_s"]
+            cpu_s += out["cpu_s"]
         progress.step(failed="error" in out)
         fill()
-    return failures, task_s
+    return failures, task_s, cpu_s
 
 
 class Progress:
