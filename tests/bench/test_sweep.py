@@ -287,6 +287,32 @@ def test_progress_prints_one_line_per_n_tasks_when_not_a_terminal(tmp_path):
     assert "ETA" in lines[0] and lines[-1].startswith("[demo] 45/45 tasks, 1 failed")
 
 
+def test_progress_rewrites_one_line_on_a_terminal():
+    import pty
+
+    master, slave = pty.openpty()
+    with os.fdopen(slave, "w") as tty:
+        p = sweep.Progress("demo", 3, stream=tty)
+        for _ in range(3):
+            p.step()
+        p.finish()
+    import select
+
+    chunks = []
+    while select.select([master], [], [], 1.0)[0]:
+        try:
+            chunks.append(os.read(master, 4096))
+        except OSError:  # the other side is closed and drained
+            break
+    os.close(master)
+    text = b"".join(chunks).decode()
+    assert p.tty and text.count("\n") == 1  # one line, rewritten after each "\r"
+    assert [line.split(" tasks")[0] for line in text.split("\r") if line.strip()] == [
+        "[demo] 1/3", "[demo] 2/3", "[demo] 3/3"]
+    assert "[demo] 1/3 tasks" in text and text.rstrip().endswith("[demo] 3/3 tasks, 0 failed, "
+                                                                  "elapsed 0:00, ETA 0:00\x1b[K")
+
+
 def test_the_daemon_never_imports_distributed():
     code = (
         "import importlib, pkgutil, sys\n"

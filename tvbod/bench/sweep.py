@@ -162,7 +162,7 @@ def engine(workers: int, scheduler: str | None = None) -> Iterator[Engine]:
     if workers <= 1:
         yield Engine(_Inline(), "1 worker (in this process)", window=1)
         return
-    eng = Engine(_local_pool(workers), f"{workers} local worker processes", window=2 * workers,
+    eng = Engine(_local_pool(workers), f"{workers} local worker processes", window=8 * workers,
                  rebuild=lambda: _local_pool(workers))
     try:
         yield eng
