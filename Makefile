@@ -15,7 +15,7 @@ venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,plots,metrics]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,plots,metrics,cluster]'
 	touch $(STAMP)
 
 test: $(STAMP)

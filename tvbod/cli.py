@@ -36,6 +36,8 @@ BENCHES = {
     "temperature": ("tvbod.bench.temperature", "replayed Intel Lab temperature sensors"),
     "adaptive": ("tvbod.bench.adaptive", "adaptive kappa/lambda vs fixed kappa, EI, random search"),
     "agpucb": ("tvbod.bench.agpucb", "A-GP-UCB's 1-D experiments with unknown hyperparameters"),
+    "stopping-time": ("tvbod.bench.stopping_time", "Monte Carlo study of the trigger's stopping "
+                      "time (the paper's 30,000 runs per eps)"),
 }
 
 

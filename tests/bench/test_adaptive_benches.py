@@ -68,7 +68,7 @@ def test_adaptive_grid_resumes_from_runs_jsonl_and_skips_a_torn_line(tmp_path, c
         f.write('{"key": "torn')  # a grid killed mid-write
     capsys.readouterr()
     assert adaptive.run(_args(adaptive, trials=2, **common)) == 0
-    assert "resuming: 9 of 18 runs" in capsys.readouterr().err
+    assert "[adaptive] resuming: 9 of 18 tasks" in capsys.readouterr().err
     recorded = [json.loads(line) for line in runs.read_text().splitlines() if line.endswith("}")]
     assert len({r["key"] for r in recorded}) == 18 and len(recorded) == 18  # nothing re-run
     # a resumed grid equals a fresh one: runs are seeded per (seed, trial), not by order

@@ -22,9 +22,10 @@ def marked_blocks(doc: str) -> dict[str, list[str]]:
     return out
 
 
-def marked_block(doc: str, test: str, n: int = 0) -> str:
+def marked_block(doc: str, test: str, n: int = 0,
+                 file: str = "tests/integration/test_wheel.py") -> str:
     blocks = marked_blocks(doc)
-    key = f"tests/integration/test_wheel.py::{test}"
+    key = f"{file}::{test}"
     assert len(blocks.get(key, [])) > n, f"{doc} has no block {n} for {key} (found {sorted(blocks)})"
     return blocks[key][n]
 

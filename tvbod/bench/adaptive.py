@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from . import plant_runs as pr
+from . import sweep
 from .testfunctions import ALL_PROBLEMS, problem
 
 NOISES = (0.001, 0.005, 0.01, 0.05)
@@ -261,36 +262,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--noises", default=None, help="comma list of noise stds")
     parser.add_argument("--trials", type=int, default=None, help="trials (default 30)")
     parser.add_argument("--evals", type=int, default=100, help="evaluations per trial (default 100)")
-    parser.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("bench-out/adaptive"))
     parser.add_argument("--no-plots", action="store_true")
-    parser.add_argument("--fresh", action="store_true",
-                        help="discard <out>/runs.jsonl instead of resuming the runs it records")
+    sweep.add_arguments(parser)
 
 
 
 def run_key(problem_name: str, noise: float, label: str, trial: int, seed: int, evals: int) -> str:
     """Identity of one grid run in `runs.jsonl`: a resumed grid skips the runs already recorded."""
     return f"{problem_name}|{noise:g}|{label}|{trial}|{seed}|{evals}"
-
-
-def load_runs(path: Path) -> dict[str, dict]:
-    """Completed runs from an earlier (possibly interrupted) grid; a torn last line is cut off."""
-    done: dict[str, dict] = {}
-    if not path.exists():
-        return done
-    text = path.read_text()
-    if text and not text.endswith("\n"):  # cut a torn tail, so the next append starts a clean line
-        text = text[: text.rfind("\n") + 1]
-        path.write_text(text)
-    for line in text.splitlines():
-        try:
-            r = json.loads(line)
-            done[r["key"]] = r
-        except (json.JSONDecodeError, KeyError, TypeError):
-            continue
-    return done
 
 
 def run(args: argparse.Namespace) -> int:
@@ -311,29 +292,12 @@ def run(args: argparse.Namespace) -> int:
     jobs = [(name, noise, label, keys, trial, args.seed, args.evals)
             for noise in noises for name in problems for label, keys in algorithms()
             for trial in range(trials)]
-    args.out.mkdir(parents=True, exist_ok=True)
-    runs_path = args.out / "runs.jsonl"
-    if args.fresh and runs_path.exists():
-        runs_path.unlink()
-    done = load_runs(runs_path)
-    wanted = [run_key(n, z, lab, tr, sd, ev) for n, z, lab, _, tr, sd, ev in jobs]
-    todo = [job for job, key in zip(jobs, wanted) if key not in done]
-    if len(todo) < len(jobs):
-        print(f"resuming: {len(jobs) - len(todo)} of {len(jobs)} runs already in {runs_path}",
-              file=sys.stderr)
-    with runs_path.open("a") as sink:
-        def record(d: int, n: int, r: dict) -> None:
-            r["key"] = run_key(r["problem"], r["noise"], r["label"], r["trial"], args.seed, args.evals)
-            sink.write(json.dumps(r) + "\n")
-            sink.flush()
-            done[r["key"]] = r
-            print(f"[{d}/{n}] {r['problem']} {r['noise']:g} {r['label']} #{r['trial']}",
-                  file=sys.stderr, flush=True)
-
-        t0 = time.perf_counter()
-        pr.execute(run_task, todo, args.workers, record)
-        wall = time.perf_counter() - t0
-    results = [done[k] for k in wanted]
+    tasks = [sweep.task(run_task, n, z, lab, keys, tr, sd, ev, seed=pr.run_seed(sd, tr),
+                        key=run_key(n, z, lab, tr, sd, ev)) for n, z, lab, keys, tr, sd, ev in jobs]
+    outcome = sweep.run(tasks, args, "adaptive")
+    if outcome.failures:
+        return 1
+    results, wall = outcome.ordered(tasks), outcome.wall_s
     summary = summarize(results, args.evals)
     checks = claims(summary)
     print(format_table(summary))
@@ -347,11 +311,11 @@ def run(args: argparse.Namespace) -> int:
     print(format_cells(summary, checks))
     print()
     print(format_aggregate(agg))
-    print(f"\nwall time {wall:.1f} s with {args.workers} worker(s) for {len(todo)} new runs; "
+    print(f"\nwall time {wall:.1f} s on {outcome.engine} for {outcome.ran} new runs; "
           f"{len(jobs)} runs in the table ({cpu / 60:.1f} CPU-minutes of optimizer time in all)")
     doc = {"config": {"problems": list(problems), "noises": list(noises), "trials": trials,
                       "evals": args.evals, "seed": args.seed, "quick": args.quick},
-           "wall_time_s": round(wall, 1), "new_runs": len(todo), "cpu_minutes": round(cpu / 60, 1),
+           "wall_time_s": round(wall, 1), "new_runs": outcome.ran, "cpu_minutes": round(cpu / 60, 1),
            "aggregate": agg, "summary": summary, "claims": checks}
     (args.out / "results.json").write_text(json.dumps(doc, indent=1))
     if not args.no_plots:

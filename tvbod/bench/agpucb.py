@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from . import plant_runs as pr
+from . import sweep
 
 TRUE_LS, NOISE_STD, HORIZON, CENTERS = 0.1, 0.01, 100, 10
 MAP = {"lengthscales": "map", "prior": {"shape": 2.0, "rate": 2.0}, "bounds": [0.01, 10.0]}
@@ -139,7 +140,7 @@ def figures(summary: list[dict], out: Path) -> Path:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=20, help="runs per experiment (default 20)")
     parser.add_argument("--horizon", type=int, default=HORIZON)
-    parser.add_argument("--workers", type=int, default=2)
+    sweep.add_arguments(parser)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="3 runs, T = 30")
     parser.add_argument("--out", type=Path, default=Path("bench-out/agpucb"))
@@ -150,14 +151,14 @@ def run(args: argparse.Namespace) -> int:
     runs, horizon = (3, 30) if args.quick else (args.runs, args.horizon)
     jobs = [(exp, label, keys, r, args.seed, horizon)
             for exp, e in EXPERIMENTS.items() for label, keys in e["algos"] for r in range(runs)]
-    t0 = time.perf_counter()
-    results = pr.execute(run_task, jobs, args.workers,
-                         lambda d, n, r: print(f"[{d}/{n}] {r['exp']} {r['label']} run {r['run']}",
-                                               file=sys.stderr, flush=True))
-    wall = time.perf_counter() - t0
+    tasks = [sweep.task(run_task, *job, seed=pr.run_seed(args.seed, job[3])) for job in jobs]
+    outcome = sweep.run(tasks, args, "agpucb")
+    if outcome.failures:
+        return 1
+    results, wall = outcome.ordered(tasks), outcome.wall_s
     summary = summarize(results)
     print(format_table(summary))
-    print(f"\nwall time {wall:.1f} s with {args.workers} worker(s)")
+    print(f"\nwall time {wall:.1f} s on {outcome.engine} for {outcome.ran} new tasks")
     args.out.mkdir(parents=True, exist_ok=True)
     doc = {"config": {"runs": runs, "horizon": horizon, "seed": args.seed, "noise_std": NOISE_STD},
            "wall_time_s": round(wall, 1), "summary": summary}

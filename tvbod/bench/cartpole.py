@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from . import plant_runs as pr
+from . import sweep
 
 SCALING = (1 / 8, 1 / 4, 3.0, 1 / 8)
 HORIZON, JUMP_AT, JUMP_FACTOR = 300, 100, 2.5
@@ -210,7 +211,7 @@ def check_claims(summary: list[dict], detection: dict) -> list[dict]:
 # ---------------------------------------------------------------------- CLI
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=20, help="runs (default 20)")
-    parser.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    sweep.add_arguments(parser)
     parser.add_argument("--seed", type=int, default=0, help="master seed (default 0)")
     parser.add_argument("--horizon", type=int, default=HORIZON, help=f"steps T (default {HORIZON})")
     parser.add_argument("--jump-at", type=int, default=JUMP_AT,
@@ -263,10 +264,12 @@ def run(args: argparse.Namespace) -> int:
     algos = pr.select(algorithms(args.oracle), args.algos)
     print(f"measurement scaling: offset {cfg.offset:.4f}, scale {cfg.scale:.4f} (nominal cost "
           f"range {scaling['cost_min']:.3f}..{scaling['cost_max']:.3f})", file=sys.stderr)
-    jobs = [(r, a, args.seed, cfg) for r in range(args.runs) for a in algos]
-    t0 = time.perf_counter()
-    results = pr.execute(run_task, jobs, args.workers, pr.progress_line("cartpole"))
-    wall = time.perf_counter() - t0
+    tasks = [sweep.task(run_task, r, a, args.seed, cfg, seed=pr.run_seed(args.seed, r),
+                        rank=pr.cost_rank(a)) for r in range(args.runs) for a in algos]
+    outcome = sweep.run(tasks, args, "cartpole")
+    if outcome.failures:
+        return 1
+    results, wall = outcome.ordered(tasks), outcome.wall_s
     summary = pr.summarize(algos, results, args.runs, args.horizon)
     for a in summary:
         per = [r for r in results if r["label"] == a["label"]]
@@ -287,7 +290,7 @@ def run(args: argparse.Namespace) -> int:
     print("same plant realisation for every algorithm in every run:", pr.same_realisation(summary))
     print()
     print(pr.format_claims(checks))
-    print(f"\nwall time {wall:.1f} s with {args.workers} worker(s)")
+    print(f"\nwall time {wall:.1f} s on {outcome.engine} for {outcome.ran} new tasks")
     args.out.mkdir(parents=True, exist_ok=True)
     doc = {"config": {"runs": args.runs, "seed": args.seed, "workers": args.workers,
                       **cfg.__dict__, "scaling": scaling, "noise_variance": NOISE_VARIANCE,

@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from . import plant_runs as pr
+from . import sweep
 from .adaptive import KAPPA0
 
 COMPOSED = (("ET-GP-UCB", {}),
@@ -70,9 +71,12 @@ def run_composition(args: argparse.Namespace) -> int:
         jobs = [(r, a.label, dict(a.params), args.seed, horizon, 0.03)
                 for r in range(runs) for a in algos]
         task = within_model_task
-    t0 = time.perf_counter()
-    results = pr.execute(task, jobs, args.workers, pr.progress_line(args.composition))
-    wall = time.perf_counter() - t0
+    fig_dir = args.out / f"composition-{args.composition}"
+    tasks = [sweep.task(task, *job, seed=pr.run_seed(args.seed, job[0])) for job in jobs]
+    outcome = sweep.run(tasks, args, f"composition {args.composition}", fig_dir / "runs.jsonl")
+    if outcome.failures:
+        return 1
+    results, wall = outcome.ordered(tasks), outcome.wall_s
     summary = pr.summarize(algos, results, runs, horizon)
     jump = cp.JUMP_AT if args.composition == "cartpole" else None
     diag = composition_diagnostics(summary, results, jump)
@@ -80,14 +84,13 @@ def run_composition(args: argparse.Namespace) -> int:
                                    f"T = {horizon}"))
     print()
     print(format_diagnostics(diag, jump))
-    print(f"\nwall time {wall:.1f} s with {args.workers} worker(s)")
+    print(f"\nwall time {wall:.1f} s on {outcome.engine} for {outcome.ran} new tasks")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"composition-{args.composition}.json").write_text(
         json.dumps({"wall_time_s": round(wall, 1), "runs": runs, "horizon": horizon,
                     "diagnostics": diag, "algorithms": summary}, indent=1, default=str))
     if not args.no_plots:
-        fig_dir = args.out / f"composition-{args.composition}"
-        fig_dir.mkdir(exist_ok=True)
+        fig_dir.mkdir(parents=True, exist_ok=True)
         for path in pr.figures(summary, horizon, fig_dir, args.composition, change_at=jump):
             print(f"wrote {path}", file=sys.stderr)
     return 0

@@ -2,23 +2,20 @@
 
 Both compare ET-GP-UCB with GP-UCB, R-GP-UCB, TV-GP-UCB and UI-TVBO, every algorithm on the same
 plant realisation per run (common random numbers). One task is one (run, algorithm) pair; tasks
-are spread over spawned worker processes with one BLAS thread each. This module holds what the two
-have in common: the algorithm list, the process pool, the per-algorithm summary, the ET-GP-UCB
-detection-delay statistics, the tables and the plots.
+run on the sweep executor (`tvbod.bench.sweep`). This module holds what the two have in common:
+the algorithm list, the per-algorithm summary, the ET-GP-UCB detection-delay statistics, the
+tables and the plots.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 #: Heaviest first (GP-UCB, TV-GP-UCB, UI-TVBO keep every point) so the pool ends together.
 _COST_ORDER = ("gp-ucb", "ui-tvbo", "tv-gp-ucb", "et-gp-ucb", "r-gp-ucb")
 
@@ -89,59 +86,10 @@ def run_seed(seed: int, run: int) -> int:
     return int(np.random.SeedSequence([seed, run]).generate_state(1, np.uint32)[0])
 
 
-# ---------------------------------------------------------------------- the pool
-def execute(task: Callable[..., dict], jobs: list[tuple], workers: int,
-            progress: Callable[[int, int, dict], None] | None = None) -> list[dict]:
-    """`[task(*job) for job in jobs]` on `workers` spawned processes (in-process if 1), in order.
-
-    Each worker is spawned with `OPENBLAS_NUM_THREADS=1` (and OMP/MKL) so two workers use two cores.
-    Jobs are submitted heaviest first (by the strategy named in `job[1].strategy`, if any)."""
-    order = sorted(range(len(jobs)), key=lambda i: _job_cost_rank(jobs[i]))
-    out: list[dict | None] = [None] * len(jobs)
-    done = 0
-
-    def collect(i: int, result: dict) -> None:
-        nonlocal done
-        out[i], done = result, done + 1
-        if progress is not None:
-            progress(done, len(jobs), result)
-
-    if workers <= 1:
-        for i in order:
-            collect(i, task(*jobs[i]))
-        return out  # type: ignore[return-value]
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    saved = {v: os.environ.get(v) for v in BLAS_ENV}
-    os.environ.update({v: "1" for v in BLAS_ENV})
-    try:
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-            futures = {pool.submit(task, *jobs[i]): i for i in order}
-            for fut in as_completed(futures):
-                collect(futures[fut], fut.result())
-    finally:
-        for v, old in saved.items():
-            if old is None:
-                os.environ.pop(v, None)
-            else:
-                os.environ[v] = old
-    return out  # type: ignore[return-value]
-
-
-def _job_cost_rank(job: tuple) -> int:
-    algo = next((a for a in job if isinstance(a, Algo)), None)
-    return _COST_ORDER.index(algo.strategy) if algo and algo.strategy in _COST_ORDER else 0
-
-
-def progress_line(name: str) -> Callable[[int, int, dict], None]:
-    """A progress callback printing one line per finished task on stderr."""
-    def report(done: int, total: int, res: dict) -> None:
-        print(f"[{name} {done}/{total}] run {res['run']} {res['label']}: "
-              f"R_T {sum(res['regret']):.2f}, {len(res['reset_times'])} resets, "
-              f"{res['cpu_s']:.1f} s cpu", file=sys.stderr, flush=True)
-    return report
+def cost_rank(algo: Algo) -> int:
+    """Submission rank of one algorithm's tasks: heaviest first, so a sweep's last tasks finish
+    together (the order never changes a result)."""
+    return _COST_ORDER.index(algo.strategy) if algo.strategy in _COST_ORDER else 0
 
 
 # ---------------------------------------------------------------------- statistics

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from . import plant_runs as pr
+from . import sweep
 
 HORIZON = 96
 NOISE_VARIANCE = 0.01
@@ -119,7 +120,7 @@ def algorithms(oracle: bool = False) -> tuple[pr.Algo, ...]:
 # ---------------------------------------------------------------------- CLI
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=20, help="runs, one seed each (default 20)")
-    parser.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    sweep.add_arguments(parser)
     parser.add_argument("--seed", type=int, default=0, help="master seed (default 0)")
     parser.add_argument("--horizon", type=int, default=HORIZON,
                         help=f"test steps T (default {HORIZON}, all of the test days)")
@@ -138,10 +139,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     cfg = Config(args.horizon)
     algos = algorithms(args.oracle)
-    jobs = [(r, a, args.seed, cfg) for r in range(args.runs) for a in algos]
-    t0 = time.perf_counter()
-    results = pr.execute(run_task, jobs, args.workers, pr.progress_line("temperature"))
-    wall = time.perf_counter() - t0
+    tasks = [sweep.task(run_task, r, a, args.seed, cfg, seed=pr.run_seed(args.seed, r),
+                        rank=pr.cost_rank(a)) for r in range(args.runs) for a in algos]
+    outcome = sweep.run(tasks, args, "temperature")
+    if outcome.failures:
+        return 1
+    results, wall = outcome.ordered(tasks), outcome.wall_s
     summary = pr.summarize(algos, results, args.runs, args.horizon)
     for a in summary:
         per = sorted((r for r in results if r["label"] == a["label"]), key=lambda r: r["run"])
@@ -160,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
     print("same data for every algorithm in every run:", pr.same_realisation(summary))
     print()
     print(pr.format_claims(checks))
-    print(f"\nwall time {wall:.1f} s with {args.workers} worker(s)")
+    print(f"\nwall time {wall:.1f} s on {outcome.engine} for {outcome.ran} new tasks")
     args.out.mkdir(parents=True, exist_ok=True)
     doc = {"config": {"runs": args.runs, "seed": args.seed, "workers": args.workers,
                       "horizon": args.horizon, "noise_variance": NOISE_VARIANCE,

@@ -7,8 +7,8 @@ The objective is drawn from the time-varying GP model itself (Bogunovic et al. 2
 Every algorithm sees the same function draws and noise sequence in a run (common random numbers),
 and the strategies come from `tvbod.core.make_strategy` on a `points` domain (the grid).
 
-Runs are spread over spawned worker processes with one BLAS thread each. One task is one
-(eps, run) pair and runs every algorithm any selected case needs at that eps on one draw.
+Runs go to the sweep executor (`tvbod.bench.sweep`: local processes or a Dask cluster). One task
+is one (eps, run) pair and runs every algorithm any selected case needs at that eps on one draw.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+
+from . import sweep
 
 GRID = 50
 LENGTHSCALE = 0.2
@@ -212,32 +214,25 @@ def run_task(eps: float, run: int, seed: int, horizon: int, algos: tuple[Algo, .
     return {"eps": eps, "run": run, "results": out}
 
 
-def execute(cases: list[Case], runs: int, seed: int, horizon: int, workers: int,
-            progress=None, grid: int = GRID) -> dict:
-    """Run every (eps, run) task; `{(eps, algo.key): [per-run result, ...]}` in run order."""
+def execute(cases: list[Case], args: argparse.Namespace) -> tuple[dict, sweep.Outcome]:
+    """Run every (eps, run) task of `args.runs`, `--seed`, `--horizon`, `--grid` on the sweep
+    executor; `{(eps, algo.key): [per-run result, ...]}` in run order (empty if a task failed)."""
     by_eps: dict[float, dict[str, Algo]] = {}
     for case in cases:
         for _, algo in case.algos:
             by_eps.setdefault(case.eps, {})[algo.key] = algo
     # Heaviest eps (most algorithms) first so the last tasks finish together.
     order = sorted(by_eps, key=lambda e: -len(by_eps[e]))
-    tasks = [(e, r, seed, horizon, tuple(by_eps[e].values()), grid)
-             for r in range(runs) for e in order]
+    tasks = [sweep.task(run_task, e, r, args.seed, args.horizon, tuple(by_eps[e].values()),
+                        args.grid, seed=run_seed(args.seed, r))
+             for r in range(args.runs) for e in order]
+    outcome = sweep.run(tasks, args, "within-model")
     results: dict = {}
-    done = 0
-
-    def collect(out: dict) -> None:
-        nonlocal done
-        done += 1
+    for out in [] if outcome.failures else outcome.ordered(tasks):
         for key, res in out["results"].items():
+            res = dict(res, regret=np.asarray(res["regret"]))
             results.setdefault((out["eps"], key), {})[out["run"]] = res
-        if progress is not None:
-            progress(done, len(tasks), out)
-
-    from .plant_runs import execute as execute_tasks
-
-    execute_tasks(run_task, tasks, workers, lambda _done, _total, out: collect(out))
-    return {k: [v[r] for r in range(runs)] for k, v in results.items()}
+    return {k: [v[r] for r in range(args.runs)] for k, v in results.items()}, outcome
 
 
 # ---------------------------------------------------------------------- summary
@@ -360,7 +355,7 @@ def format_claims(checks: list[dict]) -> str:
 # ---------------------------------------------------------------------- CLI
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=50, help="runs per case (default 50)")
-    parser.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    sweep.add_arguments(parser)
     parser.add_argument("--seed", type=int, default=0, help="master seed (default 0)")
     parser.add_argument("--horizon", type=int, default=400, help="steps T per run (default 400)")
     parser.add_argument("--out", type=Path, default=Path("bench-out/within-model"),
@@ -381,23 +376,15 @@ def _parse_cases(text: str) -> tuple[str, ...]:
     return groups
 
 
-def _progress(done: int, total: int, out: dict) -> None:
-    parts = ", ".join(f"{k} {v['regret'].sum():.1f}/{len(v['reset_times'])}r"
-                      for k, v in out["results"].items())
-    cpu = sum(v["cpu_s"] for v in out["results"].values())
-    print(f"[{done}/{total}] eps={out['eps']:g} run {out['run']}: {parts} ({cpu:.1f} s cpu)",
-          file=sys.stderr, flush=True)
-
-
 def run(args: argparse.Namespace) -> int:
     if args.runs < 1 or args.horizon < 2 or args.workers < 1 or args.grid < 2:
         print("--runs and --workers must be >= 1, --horizon and --grid >= 2", file=sys.stderr)
         return 2
     cases = build_cases(tuple(args.cases))
-    t0 = time.perf_counter()
-    results = execute(cases, args.runs, args.seed, args.horizon, args.workers, _progress,
-                      args.grid)
-    wall = time.perf_counter() - t0
+    results, outcome = execute(cases, args)
+    if outcome.failures:
+        return 1
+    wall = outcome.wall_s
     summary = summarize(cases, results, args.horizon)
     checks = check_claims(summary, args.horizon, args.grid)
     print(format_table(summary, args.runs, args.horizon, args.grid))
@@ -406,7 +393,7 @@ def run(args: argparse.Namespace) -> int:
     if (args.runs, args.horizon, args.grid) != (50, PAPER_HORIZON, GRID):
         print("(the paper's setting is 50 runs, T = 400, a 50 x 50 grid: this smaller run is a "
               "smoke test, its claims check only indicative)")
-    print(f"\nwall time {wall:.1f} s with {args.workers} worker(s)")
+    print(f"\nwall time {wall:.1f} s on {outcome.engine} for {outcome.ran} new tasks")
     args.out.mkdir(parents=True, exist_ok=True)
     doc = {"config": {"runs": args.runs, "horizon": args.horizon, "seed": args.seed,
                       "workers": args.workers, "grid": args.grid, "lengthscale": LENGTHSCALE,
