@@ -15,10 +15,11 @@ from typing import Any, Callable
 
 import zmq
 
+from tvbod.errors import TvbodError
 from tvbod.protocol import PROTOCOL_VERSION, ProtocolError, decode_reply, encode
 
 
-class DaemonError(Exception):
+class DaemonError(TvbodError):
     """The daemon answered with an error reply; `code` is the protocol's stable error code."""
 
     def __init__(self, code: str, message: str, reply: dict) -> None:
@@ -28,7 +29,7 @@ class DaemonError(Exception):
         self.reply = reply
 
 
-class DaemonUnavailable(Exception):
+class DaemonUnavailable(TvbodError):
     """No reply after every retry: the daemon is down or unreachable."""
 
 

@@ -34,6 +34,8 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import msgpack
 
+from tvbod.errors import TvbodError
+
 PROTOCOL_VERSION = 1
 MAX_MESSAGE_BYTES = 64 * 1024
 """Largest request payload the daemon reads; larger ones get `too_large`."""
@@ -115,7 +117,7 @@ _DEFAULT_MESSAGES: dict[ErrorCode, str] = {
 _RETRYABLE = frozenset({ErrorCode.STORAGE_UNAVAILABLE, ErrorCode.OVERLOADED, ErrorCode.INTERNAL})
 
 
-class ProtocolError(Exception):
+class ProtocolError(TvbodError):
     """A message broke protocol v1; `request_id` is the offender's id if it could be read."""
 
     def __init__(
@@ -403,7 +405,7 @@ REQUEST_TYPES: dict[str, type[_Request]] = {
     c.type: c for c in (Hello, Ask, Tell, Status, Ping, Best, Observe)}
 
 
-class _ExtRejected(Exception):
+class _ExtRejected(TvbodError):
     pass
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from tvbod.errors import TvbodError
 
-class TvbodError(Exception):
-    """Root of every error tvbod raises on purpose."""
+__all__ = ["DomainError", "NumericalError", "SpecError", "StateError", "TvbodError"]
 
 
 class SpecError(TvbodError, ValueError):

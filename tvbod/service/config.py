@@ -85,7 +85,7 @@ class ConfigError(TvbodError, ValueError):
         super().__init__(text + (f" (allowed: {allowed})" if allowed else ""))
 
 
-class _Invalid(Exception):
+class _Invalid(TvbodError):
     """A problem at `key` of the file being read; `_in_file` turns it into a `ConfigError`."""
 
     def __init__(self, key: str, problem: str, allowed: str | None = None) -> None:

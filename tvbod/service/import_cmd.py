@@ -20,10 +20,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from tvbod.errors import TvbodError
+
 _TRUE, _FALSE = {"true", "1", "yes"}, {"false", "0", "no", ""}
 
 
-class ImportError_(Exception):  # noqa: N801 - not the builtin ImportError
+class ImportError_(TvbodError):  # noqa: N801 - not the builtin ImportError
     """One line for the user; nothing was written."""
 
 

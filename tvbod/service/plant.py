@@ -22,6 +22,7 @@ from tvbod.core import Strategy, make_strategy
 from tvbod.core.errors import DomainError
 from tvbod.core.recommend import recommend
 from tvbod.core.spec import with_explicit_trigger
+from tvbod.errors import TvbodError
 from tvbod.protocol import Ask, Best, ErrorCode, Hello, Observe, ProtocolError, Tell
 from tvbod.service import fsio
 from tvbod.service.config import PlantConfig
@@ -37,7 +38,7 @@ _OUT_OF_RANGE_SIGMAS = 4.0
 _STATE_SCHEMA = 1
 
 
-class RestoreError(Exception):
+class RestoreError(TvbodError):
     """The saved state cannot be used with the plant's configuration (the daemon refuses to start)."""
 
 

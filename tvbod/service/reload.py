@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tvbod.errors import TvbodError
 from tvbod.service.config import DaemonConfig, PlantConfig
 
 #: Dotted optimizer keys (and their sub-keys) that a live reload must not change.
@@ -23,7 +24,7 @@ RESTART_ONLY = ("endpoints", "runtime_dir", "state_dir", "log_format", "max_mess
                 "max_pending_per_client", "curve")
 
 
-class ReloadRefused(Exception):
+class ReloadRefused(TvbodError):
     """The new configuration cannot be applied live; the old one keeps running."""
 
 

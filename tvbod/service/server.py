@@ -23,6 +23,7 @@ from typing import Any, Callable
 import zmq
 
 from tvbod import __version__
+from tvbod.errors import TvbodError
 from tvbod.protocol import (
     ErrorCode, Hello, Ping, ProtocolError, Status, decode_request, encode, error_reply,
     ok_reply, split_envelope,
@@ -56,7 +57,7 @@ def _private_directory(path: Path) -> None:
                       f"this daemon's uid {os.getuid()}; refusing to put the socket there")
 
 
-class DaemonLockedError(Exception):
+class DaemonLockedError(TvbodError):
     """Another daemon holds the state directory, or serves one of the configured endpoints."""
 
 

@@ -33,6 +33,7 @@ from typing import Any, Callable, Literal
 
 import msgpack
 
+from tvbod.errors import TvbodError
 from tvbod.protocol import PLANT_NAME_PATTERN, is_valid_plant_name
 from tvbod.service import fsio
 
@@ -47,11 +48,11 @@ _JN_HEADER = struct.Struct(">8sIQ")  # magic, schema, base_seq (the seq before t
 _REC_HEADER = struct.Struct(">II")  # payload length, crc32(payload)
 
 
-class StorageError(Exception):
+class StorageError(TvbodError):
     """The disk refused a write (`errno` ENOSPC, EROFS, EACCES, EIO...); the file is unchanged.
 
-    Not a `tvbod.core.errors.TvbodError` subclass on purpose: importing that package would pull
-    numpy and scipy into a module that needs only the standard library and msgpack.
+    A child of `tvbod.errors.TvbodError`, which imports nothing (so this module still needs only
+    the standard library and msgpack).
     """
 
     def __init__(self, operation: str, path: Path, error: OSError) -> None:
@@ -112,7 +113,7 @@ def _write_durable(path: Path, blob: bytes, writer: Writer) -> None:
         raise StorageError("writing", path, exc) from exc
 
 
-class UnsupportedSchema(Exception):
+class UnsupportedSchema(TvbodError):
     """A well-formed file written by another version of tvbod (schema != SCHEMA_VERSION).
 
     Never treated as corruption: nothing is moved aside, and the caller refuses to start the plant
@@ -120,7 +121,7 @@ class UnsupportedSchema(Exception):
     """
 
 
-class _Unusable(Exception):
+class _Unusable(TvbodError):
     """A checkpoint or journal header failed its checks; the message says which."""
 
 
