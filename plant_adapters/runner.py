@@ -127,13 +127,3 @@ class Runner:
         print(f"[{self.plant.name}] t={r.t:<4d} {gains}  -> {meas}{regret}  |D|={r.dataset_size}{reset}",
               file=self.out, flush=True)
 
-
-def read_records(path: Path) -> list[dict]:
-    """The step records an adapter wrote (a torn last line is skipped)."""
-    out = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue
-    return out

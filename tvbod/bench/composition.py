@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from . import plant_runs as pr
-from .adaptive import KAPPA0
+from .adaptive_settings import KAPPA0
 
 COMPOSED = (("ET-GP-UCB", {}),
             ("ET-GP-UCB + adaptive kappa", {"exploration": {"type": "adaptive", "kappa0": KAPPA0,

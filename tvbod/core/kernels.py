@@ -126,10 +126,6 @@ class MatrixKernel:
         block = self.matrix.take(self._idx(a), axis=0).take(self._idx(b), axis=1)
         return block.astype(dtype, copy=False)
 
-    def column_block(self, b: np.ndarray) -> np.ndarray:
-        """`k(all points, b)`, `(m, nb)`: the cross-covariance of every point with `b`."""
-        return self.matrix[:, self._idx(b)]
-
     def diag(self, a: np.ndarray) -> np.ndarray:
         return np.diagonal(self.matrix)[self._idx(a)].copy()
 
