@@ -29,9 +29,13 @@ def _imports(path: Path) -> set[str]:
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
-            out.add(base)
-            out.update(f"{base}.{a.name}" for a in node.names)
+            # `from package import module` imports the module; any other name, the package.
+            subs = {f"{base}.{a.name}" for a in node.names}
+            out.update(subs & _MODULES if subs <= _MODULES else subs | {base})
     return out
+
+
+_MODULES = {_module_name(p) for p in ROOT.rglob("*.py")}
 
 
 def _tvbod_graph() -> dict[str, set[str]]:

@@ -82,7 +82,7 @@ def drive(endpoint: str, plants: list[str], seconds: float, warmup: float) -> di
     """Drive every plant concurrently; returns round-trip samples and per-plant step counts."""
     import zmq
 
-    from tvbod.protocol import decode_reply, encode, request_message
+    from tvbod.protocol import decode_reply, encode, parse_reply, request_message
 
     ctx = zmq.Context.instance()
     poller = zmq.Poller()
@@ -105,7 +105,7 @@ def drive(endpoint: str, plants: list[str], seconds: float, warmup: float) -> di
         extra = {}
         if st["next"] == "tell":
             p = st["proposal"]
-            extra = {"proposal_id": p["proposal_id"], "measurement": _objective(p["gains"])}
+            extra = {"proposal_id": p.proposal_id, "measurement": _objective(p.gains)}
         msg = request_message(st["next"], f"{socks[s]}-{st['n']}", plant=socks[s], **extra)
         st["sent"] = time.perf_counter()
         s.send(encode(msg))
@@ -130,7 +130,7 @@ def drive(endpoint: str, plants: list[str], seconds: float, warmup: float) -> di
                 errors += 1
                 st["next"] = "ask"
             elif kind == "ask":
-                st["proposal"], st["next"] = reply, "tell"
+                st["proposal"], st["next"] = parse_reply(reply), "tell"
             else:
                 st["next"] = "ask"
                 if now >= measure_from:

@@ -106,10 +106,10 @@ def apply_rows(config, plant: str, rows: list, source: str) -> dict[str, Any]:
         first, resets, tag = runtime.strategy.t, [], uuid.uuid4().hex[:8]
         for i, (gains, y) in enumerate(rows):
             x = runtime.check_observation(gains)
-            reply = runtime.record_observation(x, y, {"imported_from": source},
-                                               f"import-{tag}-{i}", "import")
-            if reply["reset"]:
-                resets.append(reply["t"])
+            applied = runtime.record_observation(x, y, {"imported_from": source},
+                                                 f"import-{tag}-{i}", "import")
+            if applied.result.reset:
+                resets.append(applied.result.t)
             if runtime.checkpoint_due:
                 runtime.store.journal.sync()
                 runtime.checkpoint("periodic")

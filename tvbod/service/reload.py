@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tvbod.core import Strategy, make_strategy
+from tvbod.core.spec import OptimizerSpec
 from tvbod.errors import TvbodError
 from tvbod.service.config import DaemonConfig, PlantConfig
 
@@ -22,6 +24,21 @@ FROZEN = ("strategy", "domain", "sense", "measurement", "kernel.type", "kernel.m
 #: Daemon keys that only a restart applies.
 RESTART_ONLY = ("endpoints", "runtime_dir", "state_dir", "log_format", "max_message_bytes",
                 "max_pending_per_client", "curve")
+
+
+def rebuild_strategy(state: Mapping[str, Any], optimizer: Mapping | OptimizerSpec, *,
+                     keep_pending: bool) -> Strategy:
+    """The one "rebuild under new settings" rule: a strategy for `optimizer` holding `state` (a
+    `state_dict`), which refactorizes the GP. Unless `keep_pending` (the prepared point was issued
+    as a proposal, or the settings are the same), the prepared point is dropped, so the next ask
+    recomputes it under the new settings. Used by a live reload, a start with a changed plant
+    file, and `tvbod replay` at every configuration switch the daemon recorded."""
+    state = dict(state)
+    if not keep_pending:
+        state["pending"] = None
+    strategy = make_strategy(optimizer)
+    strategy.load_state_dict(state)
+    return strategy
 
 
 class ReloadRefused(TvbodError):

@@ -25,8 +25,8 @@ import zmq
 from tvbod import __version__
 from tvbod.errors import TvbodError
 from tvbod.protocol import (
-    ErrorCode, Hello, Ping, ProtocolError, Status, decode_request, encode, error_reply,
-    ok_reply, split_envelope,
+    ErrorCode, Hello, PingReply, ProtocolError, Reply, Status, StatusReply, decode_request, encode,
+    error_reply, split_envelope,
 )
 from tvbod.service.config import ConfigError, DaemonConfig, load_daemon_config
 from tvbod.service.events import EventSink
@@ -148,7 +148,7 @@ class Server:
         self._wake_w.setblocking(False)
         self._errors = ClientErrorLimiter()
         self._writer, self._fault_check = from_environment()
-        self._handlers: dict[str, Callable[[Any], dict]] = {
+        self._handlers: dict[str, Callable[[Any], Reply]] = {
             "hello": self._hello, "ask": self._ask, "tell": self._tell,
             "status": self._status, "ping": self._ping,
             "best": self._best, "observe": self._observe,
@@ -463,7 +463,11 @@ class Server:
 
     # ------------------------------------------------------------------ requests
     def _handle(self, frames: list[bytes]) -> list[bytes] | None:
-        """Turn one multipart message into reply frames; every failure becomes an error reply."""
+        """Turn one multipart message into reply frames; every failure becomes an error reply.
+
+        The one place errors become codes: a `ProtocolError` carries its own (the request's id
+        when the raiser gave none), a `StorageError` is `storage_unavailable`, anything else
+        `internal`."""
         self.messages += 1
         peer = frames[0] if frames else b""
         try:
@@ -480,8 +484,13 @@ class Server:
                 self.metrics.message(req.type if req is not None else "invalid")
             if self._fault_check is not None:
                 self._fault_check()
-            reply = self._handlers[req.type](req)
-        except ProtocolError as exc:
+            reply = self._handlers[req.type](req).to_message()
+        except (ProtocolError, StorageError) as exc:
+            if isinstance(exc, StorageError):
+                exc = ProtocolError(ErrorCode.STORAGE_UNAVAILABLE,
+                                    f"the daemon cannot persist to its state directory: {exc}")
+            if exc.request_id is None and req is not None:
+                exc.request_id = req.request_id
             self._client_error(peer, exc)
             reply = exc.to_reply()
         except Exception as exc:  # noqa: BLE001 - the one place internal errors become replies
@@ -510,39 +519,37 @@ class Server:
                                 f"{', '.join(sorted(self.plants)) or 'none'}", req.request_id)
         return plant
 
-    def _hello(self, req: Hello) -> dict:
-        return ok_reply(req.request_id, "hello", **self._plant(req).hello(req))
-
-    def _ask(self, req) -> dict:
-        return ok_reply(req.request_id, "ask", **self._with_id(req, self._plant(req).ask))
-
-    def _tell(self, req) -> dict:
-        return ok_reply(req.request_id, "tell", **self._with_id(req, self._plant(req).tell))
-
-    def _observe(self, req) -> dict:
-        return ok_reply(req.request_id, "observe", **self._with_id(req, self._plant(req).observe))
-
-    def _best(self, req) -> dict:
-        return ok_reply(req.request_id, "best", **self._plant(req).best(req))
-
-    def _with_id(self, req, handler) -> dict:
+    def _timed(self, req, handler: Callable[[Any], Reply]) -> Reply:
+        """`handler(req)`, its service time recorded for the metrics (the plant-changing
+        requests: ask, tell, observe)."""
         start = time.perf_counter()
         try:
             return handler(req)
-        except ProtocolError as exc:
-            if exc.request_id is None:
-                exc.request_id = req.request_id
-            raise
         finally:
             self.metrics.request(req.type, time.perf_counter() - start)
 
-    def _status(self, req: Status) -> dict:
-        plants = [self._plant(req)] if req.plant is not None else list(self.plants.values())
-        return ok_reply(req.request_id, "status", plants=[p.status(with_best=True) for p in plants],
-                        daemon={"version": __version__, "pid": os.getpid(),
-                                "uptime_s": round(time.time() - self.started, 3),
-                                "messages": self.messages})
+    def _hello(self, req: Hello) -> Reply:
+        return self._plant(req).hello(req)
 
-    def _ping(self, req: Ping) -> dict:
-        return ok_reply(req.request_id, "ping", pong=True, time=time.time())
+    def _ask(self, req) -> Reply:
+        return self._timed(req, self._plant(req).ask)
+
+    def _tell(self, req) -> Reply:
+        return self._timed(req, self._plant(req).tell)
+
+    def _observe(self, req) -> Reply:
+        return self._timed(req, self._plant(req).observe)
+
+    def _best(self, req) -> Reply:
+        return self._plant(req).best(req)
+
+    def _status(self, req: Status) -> Reply:
+        plants = [self._plant(req)] if req.plant is not None else list(self.plants.values())
+        return StatusReply(req.request_id, plants=[p.status(with_best=True) for p in plants],
+                           daemon={"version": __version__, "pid": os.getpid(),
+                                   "uptime_s": round(time.time() - self.started, 3),
+                                   "messages": self.messages})
+
+    def _ping(self, req) -> Reply:
+        return PingReply(req.request_id, pong=True, time=time.time())
 

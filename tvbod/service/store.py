@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import struct
 import time
@@ -472,6 +473,8 @@ class Recovery:
     problems: list[str]
     journal_seq: int = 0
     source: Literal["current", "previous", "none"] = "none"
+    #: `(first, last)` seq ranges missing from the records (lost records: the plant refuses them)
+    missing: tuple[tuple[int, int], ...] = ()
 
 
 class PlantStore:
@@ -505,16 +508,35 @@ class PlantStore:
         older, older_problems = self.journal.older_records(after)
         problems += older_problems
         records = older + current.records
+        missing = []
         expected = after + 1
-        for record in records:
+        for record in records:  # the one gap check
             if record["seq"] != expected:
+                missing.append((expected, record["seq"] - 1))
                 problems.append(f"journal records {expected}..{record['seq'] - 1} are missing")
             expected = record["seq"] + 1
         if self.journal.last_seq < after:
             problems.append(f"journal ends at seq {self.journal.last_seq}, before the checkpoint's "
                             f"{after}; reset to continue at {after + 1}")
             self.journal.reset(after + 1)
-        return Recovery(loaded.state, records, problems, after, loaded.source)
+        return Recovery(loaded.state, records, problems, after, loaded.source, tuple(missing))
+
+    def write_optimizer(self, fingerprint: str, mapping: dict[str, Any]) -> Path:
+        """Keep `mapping` as `optimizers/<fingerprint>.json` (once; durable, as replay needs it
+        after a power cut too); `read_optimizer` reads it back."""
+        path = optimizer_path(self.directory, fingerprint)
+        if not path.exists():
+            fsio.makedirs(path.parent)
+            tmp = path.with_suffix(".tmp")
+            fd = fsio.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                fsio.append(fd, json.dumps(mapping).encode("utf-8"))
+                fsio.fsync(fd)
+            finally:
+                fsio.close(fd)
+            fsio.replace(tmp, path)
+            fsio.fsync_dir(path.parent)
+        return path
 
     def compact(self, state: dict[str, Any]) -> Path:
         """Checkpoint `state` (which must include every journaled record) and empty the journal."""
@@ -524,3 +546,14 @@ class PlantStore:
 
     def close(self) -> None:
         self.journal.close()
+
+
+def optimizer_path(plant_dir: Path, fingerprint: str) -> Path:
+    return Path(plant_dir) / "optimizers" / f"{fingerprint}.json"
+
+
+def read_optimizer(plant_dir: Path, fingerprint: str) -> dict[str, Any] | None:
+    """The optimizer mapping a plant recorded under `fingerprint` (`PlantStore.write_optimizer`),
+    or None when there is no such file."""
+    path = optimizer_path(plant_dir, fingerprint)
+    return json.loads(path.read_text()) if path.exists() else None
