@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from plant_adapters.client import DaemonClient
+from tvbod.client import DaemonClient
+from tvbod.protocol import AskReply, HelloReply, TellReply, parse_reply
 
 
 @dataclass(frozen=True)
@@ -78,32 +79,32 @@ class Runner:
         signal.signal(signal.SIGTERM, stop)
 
     def run(self) -> list[StepRecord]:
-        hello = self.client.hello()
-        print(f"[{self.plant.name}] connected to {self.client.endpoint}: plant {hello['plant']!r}, "
-              f"{len(hello['parameters'])} parameter(s), next step {hello['t']}"
-              + (f", resuming pending proposal {hello['pending']['proposal_id']}"
-                 if hello["pending"] else ""), file=self.out, flush=True)
-        t = hello["t"]
+        hello: HelloReply = parse_reply(self.client.hello())
+        print(f"[{self.plant.name}] connected to {self.client.endpoint}: plant {hello.plant!r}, "
+              f"{len(hello.parameters)} parameter(s), next step {hello.t}"
+              + (f", resuming pending proposal {hello.pending['proposal_id']}"
+                 if hello.pending else ""), file=self.out, flush=True)
+        t = hello.t
         while t <= self.horizon and not self.stop_requested:
             t = self.step() + 1
         return self.records
 
     def step(self) -> int:
-        proposal = self.client.ask()
-        t, gains = proposal["t"], proposal["gains"]
+        proposal: AskReply = parse_reply(self.client.ask())
+        t, gains = proposal.t, proposal.gains
         start = time.time()
         outcome = self.plant.run(gains, t)
         metadata = {k: v for k, v in outcome.info.items() if isinstance(v, (int, float, str, bool))}
         if outcome.regret is not None:
             metadata["regret"] = outcome.regret
-        reply = self.client.tell(proposal["proposal_id"], outcome.measurement,
-                                 failed=outcome.failed, metadata=metadata or None)
+        reply: TellReply = parse_reply(self.client.tell(
+            proposal.proposal_id, outcome.measurement, failed=outcome.failed,
+            metadata=metadata or None))
         record = StepRecord(
-            t=t, proposal_id=proposal["proposal_id"], gains=gains,
-            measurement=reply["measurement"], failed=outcome.failed, regret=outcome.regret,
-            reset=reply["reset"], psi=reply["psi"], threshold=reply["threshold"],
-            dataset_size=reply["dataset_size"], duplicate=reply["duplicate"], wall_time=start,
-            info=outcome.info)
+            t=t, proposal_id=proposal.proposal_id, gains=gains, measurement=reply.measurement,
+            failed=outcome.failed, regret=outcome.regret, reset=reply.reset, psi=reply.psi,
+            threshold=reply.threshold, dataset_size=reply.dataset_size,
+            duplicate=reply.duplicate, wall_time=start, info=outcome.info)
         self.records.append(record)
         self._write(record)
         self._progress(record)
@@ -127,13 +128,3 @@ class Runner:
         print(f"[{self.plant.name}] t={r.t:<4d} {gains}  -> {meas}{regret}  |D|={r.dataset_size}{reset}",
               file=self.out, flush=True)
 
-
-def read_records(path: Path) -> list[dict]:
-    """The step records an adapter wrote (a torn last line is skipped)."""
-    out = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue
-    return out

@@ -52,7 +52,7 @@ def _stream(proc: subprocess.Popen, quiet: bool, sink: list[str]) -> None:
 
 
 def _wait_ready(endpoint: str, daemon: subprocess.Popen, log: Path) -> None:
-    from plant_adapters.client import DaemonClient, DaemonUnavailable
+    from tvbod.client import DaemonClient, DaemonUnavailable
 
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

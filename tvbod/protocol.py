@@ -34,6 +34,8 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import msgpack
 
+from tvbod.errors import TvbodError
+
 PROTOCOL_VERSION = 1
 MAX_MESSAGE_BYTES = 64 * 1024
 """Largest request payload the daemon reads; larger ones get `too_large`."""
@@ -115,7 +117,7 @@ _DEFAULT_MESSAGES: dict[ErrorCode, str] = {
 _RETRYABLE = frozenset({ErrorCode.STORAGE_UNAVAILABLE, ErrorCode.OVERLOADED, ErrorCode.INTERNAL})
 
 
-class ProtocolError(Exception):
+class ProtocolError(TvbodError):
     """A message broke protocol v1; `request_id` is the offender's id if it could be read."""
 
     def __init__(
@@ -242,12 +244,15 @@ class _Request:
 
     def to_message(self) -> dict[str, Any]:
         """The request as a wire map (for clients); optional fields that are None are left out."""
-        msg: dict[str, Any] = {"v": PROTOCOL_VERSION, "id": self.request_id, "type": self.type}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name != "request_id" and value is not None:
-                msg[f.name] = value
-        return msg
+        return request_message(self.type, self.request_id, **{
+            f.name: getattr(self, f.name) for f in fields(self) if f.name != "request_id"})
+
+
+def request_message(request_type: str, request_id: str | int, /, **fields: Any) -> dict[str, Any]:
+    """The one way a request map is built (`{v, id, type, **fields}`; None fields left out):
+    `_Request.to_message`, the reference client and the benches all use it."""
+    return {"v": PROTOCOL_VERSION, "id": request_id, "type": request_type,
+            **{k: v for k, v in fields.items() if v is not None}}
 
 
 @dataclass(frozen=True)
@@ -403,7 +408,7 @@ REQUEST_TYPES: dict[str, type[_Request]] = {
     c.type: c for c in (Hello, Ask, Tell, Status, Ping, Best, Observe)}
 
 
-class _ExtRejected(Exception):
+class _ExtRejected(TvbodError):
     pass
 
 
@@ -513,6 +518,118 @@ def error_reply(
         "v": PROTOCOL_VERSION, "id": request_id, "ok": False, "type": "error",
         "error": {"code": code.value, "message": text},
     }
+
+
+@dataclass(frozen=True)
+class _Reply:
+    """A success reply, typed: the daemon builds one per request (with the request's id) and
+    encodes it with `to_message`; clients may read a decoded map back with `parse_reply`.
+    The wire map is `{v, id, ok: true, type, **fields in declaration order}`."""
+
+    type: ClassVar[str]
+    request_id: str | int
+
+    def body(self) -> dict[str, Any]:
+        """The type-specific fields, in wire order."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "request_id"}
+
+    def to_message(self) -> dict[str, Any]:
+        return ok_reply(self.request_id, self.type, **self.body())
+
+    @classmethod
+    def from_body(cls, request_id: str | int, body: Mapping[str, Any], **overrides: Any):
+        """The reply built from a map of its fields (keys it does not know are ignored)."""
+        names = [f.name for f in fields(cls) if f.name != "request_id"]
+        return cls(request_id, **{**{n: body.get(n) for n in names if n in body}, **overrides})
+
+
+@dataclass(frozen=True)
+class HelloReply(_Reply):
+    """`hello`: the plant's parameters, sense, next step and pending proposal (or None)."""
+
+    type: ClassVar[str] = "hello"
+    plant: str
+    parameters: list[dict[str, Any]]
+    sense: str
+    t: int
+    pending: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class AskReply(_Reply):
+    """`ask`: the proposal to run (the pending one again until it is told or abandoned)."""
+
+    type: ClassVar[str] = "ask"
+    proposal_id: str
+    gains: dict[str, Any]
+    t: int
+
+
+@dataclass(frozen=True)
+class TellReply(_Reply):
+    """`tell`: what the trigger decided for the measurement (`duplicate`: a resend's answer)."""
+
+    type: ClassVar[str] = "tell"
+    t: int
+    reset: bool
+    psi: float
+    threshold: float
+    dataset_size: int
+    measurement: float
+    failed: bool
+    duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class ObserveReply(TellReply):
+    """`observe`: as a tell's reply."""
+
+    type: ClassVar[str] = "observe"
+
+
+@dataclass(frozen=True)
+class BestReply(_Reply):
+    """`best`: the recommended gains now, their predicted measurement and std (None: no data)."""
+
+    type: ClassVar[str] = "best"
+    plant: str
+    t: int
+    dataset_size: int
+    sense: str
+    rule: str
+    gains: dict[str, Any] | None = None
+    mean: float | None = None
+    std: float | None = None
+    measured_at: int | None = None
+
+
+@dataclass(frozen=True)
+class StatusReply(_Reply):
+    """`status`: one entry per plant and the daemon's own counters."""
+
+    type: ClassVar[str] = "status"
+    plants: list[dict[str, Any]]
+    daemon: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PingReply(_Reply):
+    """`ping`: liveness, with the daemon's clock."""
+
+    type: ClassVar[str] = "ping"
+    pong: bool
+    time: float
+
+
+Reply = HelloReply | AskReply | TellReply | ObserveReply | BestReply | StatusReply | PingReply
+REPLY_TYPES: dict[str, type[_Reply]] = {
+    c.type: c for c in (HelloReply, AskReply, TellReply, ObserveReply, BestReply, StatusReply,
+                        PingReply)}
+
+
+def parse_reply(msg: Mapping[str, Any]) -> Reply:
+    """A decoded success reply map (`decode_reply`) as its typed reply."""
+    return REPLY_TYPES[msg["type"]].from_body(msg["id"], msg)  # type: ignore[return-value]
 
 
 def decode_reply(payload: bytes, max_bytes: int = MAX_REPLY_BYTES) -> dict[str, Any]:

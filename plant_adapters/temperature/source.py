@@ -10,8 +10,8 @@ paper (Brunzema et al., arXiv 2208.10790, Sec. VI-A, after Bogunovic et al. 2016
     K = cov(z_train rows)               `(50, 50)`, the GP kernel over the arms (np.cov, ddof 1)
     f_t(arm) = z_test[arm, t - 1],  t = 1..96,  regret r_t = max_a f_t(a) - f_t(chosen)
 
-`K` is what `tvbod.service.config.empirical_covariance` computes (standardizing by the same global
-mean/std) before it rounds to 12 decimals. On the shipped data it is positive definite but badly
+`K` is `tvbod.core.kernels.empirical_covariance(z_train)`; a plant file's `empirical_from` gets
+the same (standardizing by the same global mean/std), rounded to 12 decimals. On the shipped data it is positive definite but badly
 conditioned: 50 rows x 144 samples, eigenvalues 8.1e-5 .. 40.3 (condition number 5.0e5); nothing
 is added here, a jitter belongs to the GP.
 
@@ -74,12 +74,6 @@ def standardize(train: np.ndarray, test: np.ndarray
     if not s > 0:
         raise ValueError("the training temperatures are constant; they cannot be standardized")
     return (train - m) / s, (test - m) / s, m, s
-
-
-def empirical_kernel(train_z: np.ndarray) -> np.ndarray:
-    """`K = np.cov(train_z)` `(arms, arms)`: row = arm, column = sample, ddof 1; symmetrized."""
-    K = np.atleast_2d(np.cov(np.asarray(train_z, dtype=float)))
-    return 0.5 * (K + K.T)
 
 
 # ---------------------------------------------------------------------- the test-day stream

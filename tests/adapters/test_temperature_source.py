@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from plant_adapters.temperature.source import (
-    TemperatureStream, bin_means, empirical_kernel, load_split, read_raw, resample, split_days,
-    standardize,
+    TemperatureStream, bin_means, load_split, read_raw, resample, split_days, standardize,
 )
+from tvbod.core.kernels import empirical_covariance as empirical_kernel
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RAW = FIXTURES / "intel_raw_small.txt"
@@ -51,9 +51,12 @@ def test_empirical_kernel_is_symmetric_positive_definite(split):
 
 
 def test_empirical_kernel_agrees_with_service_config(split):
-    from tvbod.service.config import empirical_covariance   # the test may import the service
+    from tvbod.service.config import load_plant_config  # the test may import the service
     K = empirical_kernel(standardize(*split)[0])
-    np.testing.assert_allclose(K, empirical_covariance(split[0]), rtol=0, atol=1e-11)
+    # the daemon's kernel: what a plant file's `empirical_from: temperature_train.csv` becomes
+    shipped = Path(__file__).resolve().parents[2] / "configs" / "plants" / "temperature.yaml"
+    daemon_K = np.array(load_plant_config(shipped).optimizer.kernel.matrix)
+    np.testing.assert_allclose(K, daemon_K, rtol=0, atol=1e-11)
 
 
 # ---------------------------------------------------------------------- stream

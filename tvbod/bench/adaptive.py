@@ -23,12 +23,12 @@ import numpy as np
 
 from . import plant_runs as pr
 from . import sweep
+from .adaptive_settings import KAPPA0, KAPPA_MAX, KAPPA_MIN, LAMBDA_MAX
 from .testfunctions import ALL_PROBLEMS, problem
 
 NOISES = (0.001, 0.005, 0.01, 0.05)
 LAMBDAS = (0.001, 0.01, 0.1)
 KAPPAS = (0.1, 0.5, 1.0, 2.0)
-KAPPA0, KAPPA_MIN, KAPPA_MAX, LAMBDA_MAX = 2.0, 0.1, 10.0, 1.0
 QUICK = {"problems": ("branin", "levy-5", "hartmann6"), "noises": (0.01,), "trials": 5}
 LEVELS = (0.9, 0.95, 0.99)
 ALPHA = 0.05  # significance level of the per-cell adaptive-vs-fixed test

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import plant_runs as pr
 from . import sweep
-from .adaptive import KAPPA0
+from .adaptive_settings import KAPPA0
 
 COMPOSED = (("ET-GP-UCB", {}),
             ("ET-GP-UCB + adaptive kappa", {"exploration": {"type": "adaptive", "kappa0": KAPPA0,

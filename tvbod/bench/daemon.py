@@ -82,7 +82,7 @@ def drive(endpoint: str, plants: list[str], seconds: float, warmup: float) -> di
     """Drive every plant concurrently; returns round-trip samples and per-plant step counts."""
     import zmq
 
-    from tvbod.protocol import decode_reply, encode
+    from tvbod.protocol import decode_reply, encode, parse_reply, request_message
 
     ctx = zmq.Context.instance()
     poller = zmq.Poller()
@@ -102,10 +102,11 @@ def drive(endpoint: str, plants: list[str], seconds: float, warmup: float) -> di
     def send(s):
         st = state[s]
         st["n"] += 1
-        msg = {"v": 1, "id": f"{socks[s]}-{st['n']}", "type": st["next"], "plant": socks[s]}
+        extra = {}
         if st["next"] == "tell":
             p = st["proposal"]
-            msg.update(proposal_id=p["proposal_id"], measurement=_objective(p["gains"]))
+            extra = {"proposal_id": p.proposal_id, "measurement": _objective(p.gains)}
+        msg = request_message(st["next"], f"{socks[s]}-{st['n']}", plant=socks[s], **extra)
         st["sent"] = time.perf_counter()
         s.send(encode(msg))
 
@@ -129,7 +130,7 @@ def drive(endpoint: str, plants: list[str], seconds: float, warmup: float) -> di
                 errors += 1
                 st["next"] = "ask"
             elif kind == "ask":
-                st["proposal"], st["next"] = reply, "tell"
+                st["proposal"], st["next"] = parse_reply(reply), "tell"
             else:
                 st["next"] = "ask"
                 if now >= measure_from:
@@ -160,7 +161,7 @@ def run_case(plants: int, transport: str, domain: str, seconds: float, warmup: f
                                  str(root / "tvbod.yaml")], stdout=log, stderr=subprocess.STDOUT,
                                 env=env, cwd=root)
         try:
-            from plant_adapters.client import DaemonClient, DaemonUnavailable
+            from tvbod.client import DaemonClient, DaemonUnavailable
 
             deadline = time.monotonic() + 60
             while True:

@@ -4,7 +4,7 @@ Bogunovic et al. 2016), in-process.
 
 Arms = the 50 sensors; `f_t(arm)` = the arm's temperature at test step `t = 1..96`, standardized
 by the training mean and std; kernel = the empirical covariance of the standardized training rows
-(`plant_adapters.temperature.source.empirical_kernel`, a matrix kernel, used as is); noise variance
+(`tvbod.core.kernels.empirical_covariance`, a matrix kernel, used as is); noise variance
 0.01; `beta_t = 0.4 ln(4t)` (the within-model setting's c1, c2); `delta_B = 0.1`; TV-GP-UCB
 `eps = 0.03`, R-GP-UCB `N = 15`, UI-TVBO `sigma_w^2 = 0.03`. The measurement is the noise-free
 standardized temperature (the data are the data), so a run's only randomness is the strategy's
@@ -47,7 +47,8 @@ class Config:
 @lru_cache(maxsize=1)
 def plant_data() -> tuple[np.ndarray, np.ndarray]:
     """`(K (50, 50), test_z (50, 96))` from the shipped split."""
-    from plant_adapters.temperature.source import empirical_kernel, load_split, standardize
+    from plant_adapters.temperature.source import load_split, standardize
+    from tvbod.core.kernels import empirical_covariance as empirical_kernel
 
     train_z, test_z, _, _ = standardize(*load_split())
     return empirical_kernel(train_z), test_z

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from tvbod.errors import TvbodError
 
-class TvbodError(Exception):
-    """Root of every error tvbod raises on purpose."""
+__all__ = ["DomainError", "InvalidValue", "NumericalError", "SpecError", "StateError",
+           "TvbodError"]
 
 
-class SpecError(TvbodError, ValueError):
-    """A strategy spec (the `optimizer:` mapping) is invalid.
+class InvalidValue(TvbodError, ValueError):
+    """The value at a dotted key of a configuration mapping is invalid (`tvbod.core.validate`).
 
     `key` is the dotted path of the offending key (e.g. `kernel.lengthscales`), `allowed` says what
     values would have been accepted.
@@ -22,6 +23,10 @@ class SpecError(TvbodError, ValueError):
         if allowed:
             text += f" (allowed: {allowed})"
         super().__init__(text)
+
+
+class SpecError(InvalidValue):
+    """A strategy spec (the `optimizer:` mapping) is invalid (`key`, `problem`, `allowed`)."""
 
 
 class DomainError(TvbodError, ValueError):

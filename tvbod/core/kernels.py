@@ -126,12 +126,24 @@ class MatrixKernel:
         block = self.matrix.take(self._idx(a), axis=0).take(self._idx(b), axis=1)
         return block.astype(dtype, copy=False)
 
-    def column_block(self, b: np.ndarray) -> np.ndarray:
-        """`k(all points, b)`, `(m, nb)`: the cross-covariance of every point with `b`."""
-        return self.matrix[:, self._idx(b)]
-
     def diag(self, a: np.ndarray) -> np.ndarray:
         return np.diagonal(self.matrix)[self._idx(a)].copy()
+
+
+def empirical_covariance(samples, *, standardize: bool = False,
+                         decimals: int | None = None) -> np.ndarray:
+    """Kernel over arms from samples `(m, n)` (row = arm, column = sample): `K = np.cov(rows)`
+    `(m, m)` (ddof 1), symmetrized (the ET-GP-UCB temperature experiment's kernel).
+
+    `standardize`: first map every value by the global mean and std (ddof 0) of the array;
+    `decimals`: round the result (the daemon rounds to 12 so that a plant's fingerprint does not
+    depend on BLAS round-off; the temperature bench uses it unrounded on standardized data)."""
+    a = np.asarray(samples, dtype=float)
+    if standardize:
+        a = (a - a.mean()) / a.std()
+    K = np.atleast_2d(np.cov(a))
+    K = 0.5 * (K + K.T)
+    return K if decimals is None else np.round(K, decimals)
 
 
 class ForgettingFactor:

@@ -5,13 +5,13 @@ Every error is a `SpecError` naming the offending key (dotted path) and the allo
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import SpecError
+from . import validate
+from .errors import InvalidValue, SpecError
 
 #: Strategy presets: (reset policy, temporal factor) — see `strategies.gpucb`.
 STRATEGIES = {
@@ -203,64 +203,13 @@ class OptimizerSpec:
 
 
 # ---------------------------------------------------------------------- small validators
-def _mapping(value, key: str) -> Mapping:
-    if not isinstance(value, Mapping):
-        raise SpecError(key, f"must be a mapping, got {type(value).__name__}")
-    return value
-
-
-def _check_keys(m: Mapping, allowed: set[str], prefix: str) -> None:
-    for k in m:
-        if k not in allowed:
-            raise SpecError(f"{prefix}{k}", "unknown key", ", ".join(sorted(allowed)))
-
-
-def _number(value, key: str, lo: float = -math.inf, hi: float = math.inf, *, lo_open=False,
-            hi_open=False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise SpecError(key, f"must be a number, got {value!r}")
-    v = float(value)
-    ok = math.isfinite(v) and (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
-    if not ok:
-        lb = "(" if lo_open else "["
-        ub = ")" if hi_open else "]"
-        raise SpecError(key, f"{v!r} is out of range", f"{lb}{lo}, {hi}{ub}")
-    return v
-
-
-def _integer(value, key: str, lo: int, hi: int = 2**62) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise SpecError(key, f"must be an integer, got {value!r}")
-    if not lo <= int(value) <= hi:
-        raise SpecError(key, f"{value} is out of range", f"[{lo}, {hi}]")
-    return int(value)
-
-
-def _choice(value, key: str, allowed) -> str:
-    if value not in allowed:
-        raise SpecError(key, f"{value!r} is not supported", ", ".join(allowed))
-    return value
-
-
-def _vector(value, key: str, n: int | None = None) -> tuple[float, ...]:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = [value] * (n or 1)
-    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
-        raise SpecError(key, "must be a list of numbers")
-    out = tuple(_number(v, f"{key}[{i}]") for i, v in enumerate(value))
-    if not out or (n is not None and len(out) != n):
-        raise SpecError(key, f"needs {n if n is not None else 'at least one'} numbers, got {len(out)}")
-    return out
-
-
-def _matrix(value, key: str) -> np.ndarray:
-    try:
-        a = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        raise SpecError(key, "must be a rectangular list of lists of numbers") from None
-    if a.ndim != 2 or a.size == 0 or not np.all(np.isfinite(a)):
-        raise SpecError(key, "must be a non-empty 2-D array of finite numbers")
-    return a
+# The kit shared with the daemon's configuration files (tvbod/core/validate.py); `parse_spec`
+# reports what they find as `SpecError`. Defaults are read from the dataclasses above.
+_mapping, _check_keys, _number, _integer, _choice, _vector, _matrix = (
+    validate.mapping, validate.check_keys, validate.number, validate.integer, validate.choice,
+    validate.vector, validate.matrix)
+_OPT, _KERNEL = validate.defaults(OptimizerSpec), validate.defaults(KernelSpec)
+_HYPER, _EXPLORE = HyperSpec(), ExplorationSpec()
 
 
 # ---------------------------------------------------------------------- sections
@@ -325,14 +274,14 @@ def _parse_kernel(value, domain: DomainSpec, dim: int) -> KernelSpec:
             raise SpecError("kernel.matrix", f"is not positive semi-definite (eigenvalue {eig[0]:.3g})")
         return KernelSpec("matrix", matrix=tuple(map(tuple, K.tolist())))
     _check_keys(m, {"type", "lengthscales", "variance"}, "kernel.")
-    ls = _vector(m.get("lengthscales", 0.2), "kernel.lengthscales")
+    ls = _vector(m.get("lengthscales", list(_KERNEL.lengthscales)), "kernel.lengthscales")
     if len(ls) == 1:
         ls = ls * dim
     if len(ls) != dim:
         raise SpecError("kernel.lengthscales", f"has {len(ls)} values", f"1 or {dim} (the dimension)")
     for i, v in enumerate(ls):
         _number(v, f"kernel.lengthscales[{i}]", 0.0, lo_open=True)
-    var = _number(m.get("variance", 1.0), "kernel.variance", 0.0, lo_open=True)
+    var = _number(m.get("variance", _KERNEL.variance), "kernel.variance", 0.0, lo_open=True)
     return KernelSpec(kind, lengthscales=ls, variance=var)
 
 
@@ -368,16 +317,19 @@ def _parse_hyper(value, kernel: KernelSpec) -> HyperSpec | None:
         raise SpecError("hyperparameters.lengthscales", "a matrix kernel has no lengthscales", "fixed")
     prior = _mapping(m.get("prior", {}), "hyperparameters.prior")
     _check_keys(prior, {"shape", "rate"}, "hyperparameters.prior.")
-    bounds = _vector(m.get("bounds", [1e-2, 1e2]), "hyperparameters.bounds", 2)
+    bounds = _vector(m.get("bounds", [_HYPER.lower, _HYPER.upper]), "hyperparameters.bounds", 2)
     lo = _number(bounds[0], "hyperparameters.bounds[0]", 0.0, lo_open=True)
     hi = _number(bounds[1], "hyperparameters.bounds[1]", lo, lo_open=True)
     return HyperSpec(
-        prior_shape=_number(prior.get("shape", 15.0), "hyperparameters.prior.shape", 0.0, lo_open=True),
-        prior_rate=_number(prior.get("rate", 10.0 / 3.0), "hyperparameters.prior.rate", 0.0, lo_open=True),
+        prior_shape=_number(prior.get("shape", _HYPER.prior_shape), "hyperparameters.prior.shape",
+                            0.0, lo_open=True),
+        prior_rate=_number(prior.get("rate", _HYPER.prior_rate), "hyperparameters.prior.rate",
+                           0.0, lo_open=True),
         lower=lo, upper=hi,
-        refit_every=_integer(m.get("refit_every", 1), "hyperparameters.refit_every", 1),
-        restarts=_integer(m.get("restarts", 0), "hyperparameters.restarts", 0, 100),
-        maxiter=_integer(m.get("maxiter", 50), "hyperparameters.maxiter", 1, 10000),
+        refit_every=_integer(m.get("refit_every", _HYPER.refit_every),
+                             "hyperparameters.refit_every", 1),
+        restarts=_integer(m.get("restarts", _HYPER.restarts), "hyperparameters.restarts", 0, 100),
+        maxiter=_integer(m.get("maxiter", _HYPER.maxiter), "hyperparameters.maxiter", 1, 10000),
         variance_bounds=_variance_bounds(m, "variance", VARIANCE_BOUNDS),
         noise_bounds=_variance_bounds(m, "noise_variance", NOISE_BOUNDS),
     )
@@ -401,32 +353,32 @@ def _parse_exploration(value, domain: DomainSpec, kernel: KernelSpec) -> Explora
     p = "exploration."
     if kind == "adaptive":
         _check_keys(m, _ADAPTIVE_KEYS, p)
-        kmin = _number(m.get("kappa_min", 0.1), p + "kappa_min", 0.0)
-        kmax = _number(m.get("kappa_max", 10.0), p + "kappa_max", kmin, lo_open=True)
-        lmax = _number(m.get("lambda_max", 1.0), p + "lambda_max", 0.0)
+        kmin = _number(m.get("kappa_min", _EXPLORE.kappa_min), p + "kappa_min", 0.0)
+        kmax = _number(m.get("kappa_max", _EXPLORE.kappa_max), p + "kappa_max", kmin, lo_open=True)
+        lmax = _number(m.get("lambda_max", _EXPLORE.lambda_max), p + "lambda_max", 0.0)
         return ExplorationSpec(
             "adaptive",
-            kappa0=_number(m.get("kappa0", 2.0), p + "kappa0", kmin, kmax),
+            kappa0=_number(m.get("kappa0", _EXPLORE.kappa0), p + "kappa0", kmin, kmax),
             kappa_min=kmin, kappa_max=kmax,
-            lambda0=_number(m.get("lambda0", 0.01), p + "lambda0", 0.0, lmax),
+            lambda0=_number(m.get("lambda0", _EXPLORE.lambda0), p + "lambda0", 0.0, lmax),
             lambda_max=lmax,
-            kappa_rate=_number(m.get("kappa_rate", 0.1), p + "kappa_rate", 0.0, 10.0),
-            lambda_rate=_number(m.get("lambda_rate", 0.05), p + "lambda_rate", 0.0, 10.0),
-            ema=_number(m.get("ema", 0.1), p + "ema", 0.0, 1.0, lo_open=True),
-            mc_points=_integer(m.get("mc_points", 1000), p + "mc_points", 1, 1 << 20),
+            kappa_rate=_number(m.get("kappa_rate", _EXPLORE.kappa_rate), p + "kappa_rate", 0.0, 10.0),
+            lambda_rate=_number(m.get("lambda_rate", _EXPLORE.lambda_rate), p + "lambda_rate", 0.0, 10.0),
+            ema=_number(m.get("ema", _EXPLORE.ema), p + "ema", 0.0, 1.0, lo_open=True),
+            mc_points=_integer(m.get("mc_points", _EXPLORE.mc_points), p + "mc_points", 1, 1 << 20),
         )
     _check_keys(m, _AGPUCB_KEYS, p)
     return ExplorationSpec(
         "agpucb",
-        norm_bound=_number(m.get("norm_bound", 1.0), p + "norm_bound", 0.0),
-        exponent=_number(m.get("exponent", 0.9), p + "exponent", 0.0, 1.0, lo_open=True,
+        norm_bound=_number(m.get("norm_bound", _EXPLORE.norm_bound), p + "norm_bound", 0.0),
+        exponent=_number(m.get("exponent", _EXPLORE.exponent), p + "exponent", 0.0, 1.0, lo_open=True,
                          hi_open=True),
-        rule=_choice(m.get("rule", "min"), p + "rule", ("min", "divide")),
-        estimator=_choice(m.get("estimator", "one-step"), p + "estimator",
+        rule=_choice(m.get("rule", _EXPLORE.rule), p + "rule", ("min", "divide")),
+        estimator=_choice(m.get("estimator", _EXPLORE.estimator), p + "estimator",
                           ("one-step", "bound", "sigma-floor")),
-        h_max=_number(m.get("h_max", 100.0), p + "h_max", 1.0, 1e6),
-        sigma_floor=_number(m.get("sigma_floor", 0.1), p + "sigma_floor", 0.0, lo_open=True),
-        bound_constant=_number(m.get("bound_constant", 1.0), p + "bound_constant", 0.0,
+        h_max=_number(m.get("h_max", _EXPLORE.h_max), p + "h_max", 1.0, 1e6),
+        sigma_floor=_number(m.get("sigma_floor", _EXPLORE.sigma_floor), p + "sigma_floor", 0.0, lo_open=True),
+        bound_constant=_number(m.get("bound_constant", _EXPLORE.bound_constant), p + "bound_constant", 0.0,
                                lo_open=True),
     )
 
@@ -438,16 +390,25 @@ def _parse_acquisition(value) -> tuple[str, float]:
     m = _mapping(value, "acquisition")
     kind = _choice(m.get("type", "ucb"), "acquisition.type", ACQUISITIONS)
     _check_keys(m, {"type", "xi"} if kind == "ei" else {"type"}, "acquisition.")
-    return kind, _number(m.get("xi", 0.0), "acquisition.xi", 0.0)
+    return kind, _number(m.get("xi", _OPT.ei_xi), "acquisition.xi", 0.0)
 
 
 def parse_spec(spec: Mapping | OptimizerSpec) -> OptimizerSpec:
     """Validate the `optimizer:` mapping (see docs/configuration.md) into an `OptimizerSpec`."""
     if isinstance(spec, OptimizerSpec):
         return spec
+    try:
+        return _parse_spec(spec)
+    except SpecError:
+        raise
+    except InvalidValue as e:  # from the validator kit
+        raise SpecError(e.key, e.problem, e.allowed) from None
+
+
+def _parse_spec(spec: Mapping) -> OptimizerSpec:
     m = _mapping(spec, "optimizer")
     _check_keys(m, _TOP_KEYS, "")
-    strategy = _choice(m.get("strategy", "et-gp-ucb"), "strategy", tuple(STRATEGIES))
+    strategy = _choice(m.get("strategy", _OPT.strategy), "strategy", tuple(STRATEGIES))
     reset = None
     if m.get("reset") is not None:
         reset = _choice(m["reset"], "reset", RESET_POLICIES)
@@ -485,17 +446,20 @@ def parse_spec(spec: Mapping | OptimizerSpec) -> OptimizerSpec:
     return OptimizerSpec(
         domain=domain,
         strategy=strategy,
-        sense=_choice(m.get("sense", "maximize"), "sense", ("maximize", "minimize")),
+        sense=_choice(m.get("sense", _OPT.sense), "sense", ("maximize", "minimize")),
         kernel=kernel,
-        noise_variance=_number(m.get("noise_variance", 0.02), "noise_variance", 0.0, lo_open=True),
-        beta_c1=_number(beta.get("c1", 0.4), "beta.c1", 0.0),
-        beta_c2=_number(beta.get("c2", 4.0), "beta.c2", 1.0),
-        delta_b=_number(m.get("delta_b", 0.1), "delta_b", 0.0, 1.0, lo_open=True, hi_open=True),
+        noise_variance=_number(m.get("noise_variance", _OPT.noise_variance), "noise_variance", 0.0,
+                               lo_open=True),
+        beta_c1=_number(beta.get("c1", _OPT.beta_c1), "beta.c1", 0.0),
+        beta_c2=_number(beta.get("c2", _OPT.beta_c2), "beta.c2", 1.0),
+        delta_b=_number(m.get("delta_b", _OPT.delta_b), "delta_b", 0.0, 1.0, lo_open=True,
+                        hi_open=True),
         **meas,
-        candidates=_integer(budget.get("candidates", 1024), "budget.candidates", 1, 1 << 20),
-        starts=_integer(budget.get("starts", 5), "budget.starts", 1, 1000),
-        maxiter=_integer(budget.get("maxiter", 50), "budget.maxiter", 0, 10000),
-        seed=_integer(m.get("seed", 0), "seed", 0, 2**63 - 1),
+        candidates=_integer(budget.get("candidates", _OPT.candidates), "budget.candidates", 1,
+                            1 << 20),
+        starts=_integer(budget.get("starts", _OPT.starts), "budget.starts", 1, 1000),
+        maxiter=_integer(budget.get("maxiter", _OPT.maxiter), "budget.maxiter", 0, 10000),
+        seed=_integer(m.get("seed", _OPT.seed), "seed", 0, 2**63 - 1),
         hyper=_parse_hyper(m.get("hyperparameters", {}), kernel),
         reset=reset,
         **_parse_extensions(m, strategy, domain, kernel),
@@ -513,7 +477,8 @@ def _parse_measurement(value) -> dict:
         value = {"offset": "auto", "scale": "auto"}
     meas = _mapping(value, "measurement")
     _check_keys(meas, {"offset", "scale", "calibration_points"}, "measurement.")
-    offset, scale = meas.get("offset", 0.0), meas.get("scale", 1.0)
+    offset = meas.get("offset", _OPT.measurement_offset)
+    scale = meas.get("scale", _OPT.measurement_scale)
     auto = offset == "auto" or scale == "auto"
     if "calibration_points" in meas and not auto:
         raise SpecError("measurement.calibration_points", "applies only with offset or scale auto")
@@ -529,7 +494,7 @@ def _parse_measurement(value) -> dict:
 
 def _parse_extensions(m: Mapping, strategy: str, domain: DomainSpec, kernel: KernelSpec) -> dict:
     """`acquisition` and `exploration` (issue 6), checked against each other and the strategy."""
-    acq, xi = _parse_acquisition(m.get("acquisition", "ucb"))
+    acq, xi = _parse_acquisition(m.get("acquisition", _OPT.acquisition))
     exploration = _parse_exploration(m.get("exploration", {}), domain, kernel)
     if strategy == "random-search" and ("acquisition" in m or "exploration" in m):
         key = "acquisition" if "acquisition" in m else "exploration"

@@ -32,7 +32,7 @@ def describe(reply: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from plant_adapters.client import DaemonClient, DaemonError, DaemonUnavailable
+    from tvbod.client import DaemonClient, DaemonError, DaemonUnavailable
     from tvbod.protocol import is_valid_plant_name
     from tvbod.service.status_cmd import _endpoint
 

@@ -63,9 +63,7 @@ def has_history(plant_dir: Path) -> bool:
 
 
 def read_history(plant_dir: Path) -> list[dict[str, Any]]:
-    """All events of the plant still on disk, oldest first (see `events.read_events`)."""
-    from tvbod.service.events import read_events
-
+    """All events of the plant still on disk, oldest first (see `read_events`)."""
     events: list[dict[str, Any]] = []
     for path in history_files(plant_dir):
         events += read_events(path)
@@ -166,3 +164,21 @@ def _collect(lines: list[bytes], since_t: int, found: set[str]) -> bool:
         elif isinstance(e.get("proposal_id"), str):
             found.add(e["proposal_id"])
     return done
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """The events in a JSON-lines file, oldest first.
+
+    Lines that are not a JSON object are skipped: they can only be lines torn by a crash (the
+    last line, or a line the writer closed off with a newline before appending after it).
+    """
+    events: list[dict[str, Any]] = []
+    with open(path, "rb") as f:
+        for raw in f:
+            try:
+                item = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(item, dict):
+                events.append(item)
+    return events

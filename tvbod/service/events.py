@@ -31,6 +31,7 @@ from typing import Any, Callable, Literal, TextIO
 import structlog
 
 from tvbod.service import fsio
+from tvbod.service.event_files import read_events, rotate  # noqa: F401 - read_events re-exported
 
 EVENT_NAMES = frozenset({
     "daemon_started", "plant_restored", "proposal", "measurement", "reset", "proposal_abandoned",
@@ -228,8 +229,6 @@ class PlantEventLog:
 
     def rotate(self, checkpoint: Path, keep: int) -> list[str]:
         """Close the active file as a numbered segment (tvbod/service/event_files.py)."""
-        from tvbod.service.event_files import rotate
-
         self._file.close()
         return rotate(self.path.parent, checkpoint, keep)
 
@@ -260,21 +259,3 @@ class EventSink:
         for log in self._plants.values():
             log.close()
         self._plants.clear()
-
-
-def read_events(path: Path) -> list[dict[str, Any]]:
-    """The events in a JSON-lines file, oldest first.
-
-    Lines that are not a JSON object are skipped: they can only be lines torn by a crash (the
-    last line, or a line the writer closed off with a newline before appending after it).
-    """
-    events: list[dict[str, Any]] = []
-    with open(path, "rb") as f:
-        for raw in f:
-            try:
-                item = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(item, dict):
-                events.append(item)
-    return events

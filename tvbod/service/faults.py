@@ -12,12 +12,13 @@ import errno
 import os
 from pathlib import Path
 
+from tvbod.errors import TvbodError
 from tvbod.service import fsio
 
 ENV = "TVBOD_FAULT_FILE"
 
 
-class InjectedFault(RuntimeError):
+class InjectedFault(TvbodError, RuntimeError):
     """Raised by request handling when the fault file says `internal`."""
 
 

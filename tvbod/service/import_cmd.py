@@ -20,10 +20,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from tvbod.errors import TvbodError
+
 _TRUE, _FALSE = {"true", "1", "yes"}, {"false", "0", "no", ""}
 
 
-class ImportError_(Exception):  # noqa: N801 - not the builtin ImportError
+class ImportError_(TvbodError):  # noqa: N801 - not the builtin ImportError
     """One line for the user; nothing was written."""
 
 
@@ -104,10 +106,10 @@ def apply_rows(config, plant: str, rows: list, source: str) -> dict[str, Any]:
         first, resets, tag = runtime.strategy.t, [], uuid.uuid4().hex[:8]
         for i, (gains, y) in enumerate(rows):
             x = runtime.check_observation(gains)
-            reply = runtime.record_observation(x, y, {"imported_from": source},
-                                               f"import-{tag}-{i}", "import")
-            if reply["reset"]:
-                resets.append(reply["t"])
+            applied = runtime.record_observation(x, y, {"imported_from": source},
+                                                 f"import-{tag}-{i}", "import")
+            if applied.result.reset:
+                resets.append(applied.result.t)
             if runtime.checkpoint_due:
                 runtime.store.journal.sync()
                 runtime.checkpoint("periodic")

@@ -28,6 +28,8 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
+from tvbod.errors import TvbodError
+
 #: The environment the units give the daemon (StateDirectory=, RuntimeDirectory=).
 SYSTEMD_ENV = {"STATE_DIRECTORY": "/var/lib/tvbod", "RUNTIME_DIRECTORY": "/run/tvbod"}
 _PLANTS = ("cartpole", "temperature")
@@ -35,7 +37,7 @@ _EMPIRICAL = re.compile(r"^(\s*empirical_from:\s*)(\S+)(.*)$", re.MULTILINE)
 _ENDPOINT = re.compile(r"^endpoint:.*$", re.MULTILINE)
 
 
-class InitError(Exception):
+class InitError(TvbodError):
     """`tvbod init` cannot write the tree (one line for the user)."""
 
 

@@ -14,6 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tvbod.core import Strategy, make_strategy
+from tvbod.core.spec import OptimizerSpec
+from tvbod.errors import TvbodError
 from tvbod.service.config import DaemonConfig, PlantConfig
 
 #: Dotted optimizer keys (and their sub-keys) that a live reload must not change.
@@ -23,7 +26,22 @@ RESTART_ONLY = ("endpoints", "runtime_dir", "state_dir", "log_format", "max_mess
                 "max_pending_per_client", "curve")
 
 
-class ReloadRefused(Exception):
+def rebuild_strategy(state: Mapping[str, Any], optimizer: Mapping | OptimizerSpec, *,
+                     keep_pending: bool) -> Strategy:
+    """The one "rebuild under new settings" rule: a strategy for `optimizer` holding `state` (a
+    `state_dict`), which refactorizes the GP. Unless `keep_pending` (the prepared point was issued
+    as a proposal, or the settings are the same), the prepared point is dropped, so the next ask
+    recomputes it under the new settings. Used by a live reload, a start with a changed plant
+    file, and `tvbod replay` at every configuration switch the daemon recorded."""
+    state = dict(state)
+    if not keep_pending:
+        state["pending"] = None
+    strategy = make_strategy(optimizer)
+    strategy.load_state_dict(state)
+    return strategy
+
+
+class ReloadRefused(TvbodError):
     """The new configuration cannot be applied live; the old one keeps running."""
 
 

@@ -48,17 +48,16 @@ def load_epochs(plant_dir: Path) -> list[tuple[int, dict, bool]]:
     """`(t, optimizer mapping, issued)` in force from step t on, in the order the daemon recorded
     them (every start's `plant_restored` and every `config_reloaded`); `issued` says whether
     step t's proposal had been issued under the previous settings."""
-    import json
-
     from tvbod.core.spec import with_explicit_trigger
     from tvbod.service.event_files import read_history
+    from tvbod.service.store import read_optimizer
 
     epochs = []
     for e in read_history(plant_dir):
         if e.get("event") in ("plant_restored", "config_reloaded") and "fingerprint" in e:
-            path = plant_dir / "optimizers" / f"{e['fingerprint']}.json"
-            if path.exists():
-                stored = with_explicit_trigger(json.loads(path.read_text()), stored_before_0_2=True)
+            mapping = read_optimizer(plant_dir, e["fingerprint"])
+            if mapping is not None:
+                stored = with_explicit_trigger(mapping, stored_before_0_2=True)
                 epochs.append((e["t"], stored, bool(e.get("pending"))))
     return epochs
 
@@ -141,6 +140,7 @@ def verify(mapping: dict, history: list[dict], epochs: list[tuple[int, dict, boo
     import numpy as np
 
     from tvbod.core import make_strategy
+    from tvbod.service.reload import rebuild_strategy
 
     epochs = list(epochs or [])
     if start is not None:
@@ -158,11 +158,7 @@ def verify(mapping: dict, history: list[dict], epochs: list[tuple[int, dict, boo
             new, issued = latest[-1]
             if issued:
                 s.ask()  # the daemon had issued step t's proposal under the old settings
-            state = s.state_dict()
-            if not issued:
-                state["pending"] = None
-            s = make_strategy(new)
-            s.load_state_dict(state)
+            s = rebuild_strategy(s.state_dict(), new, keep_pending=issued)
             current = new
         if e["t"] != s.t:
             return i, f"history jumps from step {s.t - 1} to {e['t']} (missing records)", resets

@@ -37,6 +37,8 @@ from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils import z85
 from zmq.utils.monitor import recv_monitor_message
 
+from tvbod.errors import TvbodError
+
 #: ZAP domain of the daemon's socket; the authenticator's allow-list is registered under it.
 ZAP_DOMAIN = "tvbod"
 #: Refusals logged per peer (address, or endpoint for handshake failures) per window.
@@ -55,7 +57,7 @@ HUNG_UP_REASON = "closed the connection during the handshake: a client without C
 _HUNG_UP = {errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED}
 
 
-class KeyFileError(ValueError):
+class KeyFileError(TvbodError, ValueError):
     """A key file or directory is missing, malformed or too open; the message names the file."""
 
 

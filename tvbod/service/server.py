@@ -1,40 +1,39 @@
 """The daemon's event loop: one ROUTER socket, one thread, every plant's state owned by the loop.
 
 Messages are validated, dispatched through a plain dict of handlers, and every exception becomes
-an error reply in exactly one place (`_handle`), so no client mistake can stop the loop. Signal
-handlers only set a flag and write to a wake-up socket that the poller watches.
+an error reply in exactly one place (`_handle`, tvbod/service/requests.py), so no client mistake
+can stop the loop. Signal handlers only set a flag and write to a wake-up socket that the poller
+watches. The sockets are bound by tvbod/service/binding.py.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import fcntl
 import os
 import signal
 import socket
-import sys
 import time
-import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
 import zmq
 
-from tvbod import __version__
-from tvbod.protocol import (
-    ErrorCode, Hello, Ping, ProtocolError, Status, decode_request, encode, error_reply,
-    ok_reply, split_envelope,
-)
-from tvbod.service.config import ConfigError, DaemonConfig, load_daemon_config
+from tvbod.errors import TvbodError
+from tvbod.protocol import Reply
+from tvbod.service.binding import bind_router, probe_endpoint
+from tvbod.service.config import DaemonConfig
 from tvbod.service.events import EventSink
 from tvbod.service.faults import from_environment
 from tvbod.service.metrics import Metrics
-from tvbod.service.plant import PlantRuntime, RestoreError
-from tvbod.service.reload import ReloadRefused, plan_reload
+from tvbod.service.plant import PlantRuntime
+from tvbod.service.live_reload import LiveReload
+from tvbod.service.requests import ClientErrorLimiter, RequestHandling
 from tvbod.service.sdnotify import Notifier, status_line
 from tvbod.service.store import PlantStore, StorageError
+
+__all__ = ["DaemonLockedError", "Server", "probe_endpoint"]
 
 #: Messages handled per poll wake-up before housekeeping gets a turn.
 _BATCH = 256
@@ -42,85 +41,13 @@ _BATCH = 256
 _IDLE_POLL_MS = 100
 #: Threads that fsync the journals of one batch concurrently (ext4 folds them into one commit).
 _SYNC_THREADS = 16
-#: client_error events per peer per window before they are only counted.
-_CLIENT_ERROR_BURST = 20
-_CLIENT_ERROR_WINDOW_S = 10.0
 
 
-def _private_directory(path: Path) -> None:
-    """Create `path` (mode 0700) for the ipc socket, refusing one another user owns."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    st = path.stat()
-    if st.st_uid != os.getuid():
-        raise OSError(errno.EPERM, f"runtime directory {path} belongs to uid {st.st_uid}, not to "
-                      f"this daemon's uid {os.getuid()}; refusing to put the socket there")
-
-
-class DaemonLockedError(Exception):
+class DaemonLockedError(TvbodError):
     """Another daemon holds the state directory, or serves one of the configured endpoints."""
 
 
-def probe_endpoint(endpoint: str) -> str | None:
-    """Why `endpoint` cannot be bound (a live daemon answers on it), or None.
-
-    An ipc socket file that accepts a connection belongs to a running process: binding over it
-    would silently steal it (ZeroMQ unlinks the file). A file nobody listens on is stale (a
-    killed daemon) and is replaced. A tcp port is tried with a plain bind.
-    """
-    if endpoint.startswith("ipc://"):
-        path = endpoint[len("ipc://"):]
-        if not os.path.exists(path):
-            return None
-        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            probe.connect(path)
-        except OSError:
-            return None  # ECONNREFUSED: stale socket file
-        finally:
-            probe.close()
-        return f"{endpoint} is served by a running process (another tvbod daemon?); stop it or " \
-               "configure another endpoint"
-    rest = endpoint[len("tcp://"):]
-    host, _, port = rest.rpartition(":")
-    host = host.strip("[]")
-    if host in ("*", "localhost", "") or not port.isdigit():
-        return None  # ZeroMQ resolves these itself; its bind error says EADDRINUSE
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    probe = socket.socket(family, socket.SOCK_STREAM)
-    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as ZeroMQ: TIME_WAIT is fine
-    try:
-        probe.bind((host, int(port)))
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            return f"{endpoint}: the port is already in use (another tvbod daemon?); stop it or " \
-                   "configure another endpoint"
-        return None
-    finally:
-        probe.close()
-    return None
-
-
-class ClientErrorLimiter:
-    """Log the first few client errors of a peer per window, count the rest (fuzzers are loud)."""
-
-    def __init__(self) -> None:
-        self.windows: dict[bytes, tuple[float, int, int]] = {}
-
-    def allow(self, peer: bytes, now: float) -> tuple[bool, int]:
-        """`(log this one?, errors suppressed in the peer's previous window, to report now)`."""
-        start, count, dropped = self.windows.get(peer, (now, 0, 0))
-        reported = 0
-        if now - start > _CLIENT_ERROR_WINDOW_S:
-            reported, start, count, dropped = dropped, now, 0, 0
-        count += 1
-        ok = count <= _CLIENT_ERROR_BURST
-        self.windows[peer] = (start, count, dropped + (not ok))
-        if len(self.windows) > 10_000:
-            self.windows.clear()
-        return ok, reported
-
-
-class Server:
+class Server(RequestHandling, LiveReload):
     """Hosts one `PlantRuntime` per configured plant behind a ZeroMQ ROUTER socket."""
 
     def __init__(self, config: DaemonConfig, sink: EventSink, notifier: Notifier | None = None,
@@ -147,7 +74,7 @@ class Server:
         self._wake_w.setblocking(False)
         self._errors = ClientErrorLimiter()
         self._writer, self._fault_check = from_environment()
-        self._handlers: dict[str, Callable[[Any], dict]] = {
+        self._handlers: dict[str, Callable[[Any], Reply]] = {
             "hello": self._hello, "ask": self._ask, "tell": self._tell,
             "status": self._status, "ping": self._ping,
             "best": self._best, "observe": self._observe,
@@ -198,34 +125,7 @@ class Server:
     def bind(self) -> list[str]:
         """Bind the ROUTER on every configured endpoint (ipc sockets are owner-only)."""
         self.ctx = zmq.Context.instance()
-        sock = self.ctx.socket(zmq.ROUTER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        # Frames beyond twice the limit are dropped by libzmq (the peer is disconnected); the
-        # ones in between are read and answered with `too_large`.
-        sock.setsockopt(zmq.MAXMSGSIZE, 2 * self.config.max_message_bytes)
-        sock.setsockopt(zmq.RCVHWM, 1000 * max(1, self.config.max_pending_per_client))
-        sock.setsockopt(zmq.SNDHWM, 10_000)
-        if any("[" in e for e in self.config.endpoints):
-            sock.setsockopt(zmq.IPV6, 1)
-        # --- security (tvbod/service/security.py): CURVE server + ZAP allow-list, before any bind
-        from tvbod.service.security import guard_socket
-
-        self._guard = guard_socket(self.ctx, sock, self.config.curve, self.sink)
-        # --- end security
-        bound = []
-        for endpoint in self.config.endpoints:
-            if endpoint.startswith("ipc://"):
-                _private_directory(Path(endpoint[len("ipc://"):]).parent)
-                old = os.umask(0o077)
-                try:
-                    sock.bind(endpoint)
-                finally:
-                    os.umask(old)
-            else:
-                sock.bind(endpoint)
-            bound.append(sock.getsockopt_string(zmq.LAST_ENDPOINT))
-        self.sock = sock
+        self.sock, self._guard, bound = bind_router(self.ctx, self.config, self.sink)
         return bound
 
     def install_signal_handlers(self) -> None:
@@ -335,61 +235,6 @@ class Server:
         """The `STATUS=` text for systemd: plants, their adapters and last resets."""
         return status_line([p.status() for p in self.plants.values()])
 
-    def reload(self) -> bool:
-        """Apply the daemon and plant files anew (SIGHUP), all or nothing.
-
-        New plants are restored and served, removed plants are checkpointed and closed, changed
-        plants keep their data under the new optimizer settings (tvbod/service/reload.py says
-        which changes are allowed). An invalid or refused configuration changes nothing.
-        """
-        try:
-            # Resolve `log_format: auto` as the start did, or it would always look changed.
-            new = load_daemon_config(self.config.path, isatty=sys.stdout.isatty())
-            plan = plan_reload(self.config, new)
-            prepared = [(pc, self.plants[pc.name].prepare_reconfigure(pc), keys)
-                        for pc, keys in plan.changed]
-        except (ConfigError, ReloadRefused) as exc:
-            self.sink.emit("config_reload_failed", level="error", error=str(exc),
-                           action="the running configuration is kept")
-            return False
-        except Exception as exc:  # noqa: BLE001 - e.g. a state that does not fit the new spec
-            self.sink.emit("config_reload_failed", level="error", error=repr(exc),
-                           action="the running configuration is kept")
-            return False
-        opened: dict[str, PlantRuntime] = {}
-        try:
-            for pc in plan.added:
-                opened[pc.name] = self._open_plant(pc)
-        except (RestoreError, Exception) as exc:  # noqa: BLE001
-            for runtime in opened.values():
-                runtime.close()
-            self.sink.emit("config_reload_failed", level="error", error=str(exc),
-                           action="the running configuration is kept")
-            return False
-        for name in plan.removed:
-            runtime = self.plants.pop(name)
-            try:
-                runtime.checkpoint("removed")
-            except StorageError as exc:
-                runtime.events.emit("storage_error", level="error", what="checkpoint", error=str(exc))
-            runtime.events.emit("plant_removed", t=runtime.strategy.t)
-            runtime.close()
-        for pc, strategy, keys in prepared:
-            self.plants[pc.name].reconfigure(pc, strategy, keys)
-        self.plants.update(opened)
-        for runtime in self.plants.values():
-            runtime.request_cache = new.request_cache
-            runtime.checkpoint_every = new.checkpoint_every
-            runtime.ask_time_budget_ms = new.ask_time_budget_ms
-            runtime.events_segment_bytes = new.events_segment_bytes
-            runtime.events_keep_segments = new.events_keep_segments
-        self.config = dataclasses.replace(
-            new, **{k: getattr(self.config, k) for k in plan.restart_only})
-        self.sink.emit("config_reloaded", added=[p.name for p in plan.added], removed=plan.removed,
-                       changed={pc.name: keys for pc, keys in plan.changed},
-                       restart_required_for=plan.restart_only)
-        return True
-
     def _drain_wakeups(self) -> None:
         try:
             while self._wake_r.recv(4096):
@@ -459,89 +304,4 @@ class Server:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
-
-    # ------------------------------------------------------------------ requests
-    def _handle(self, frames: list[bytes]) -> list[bytes] | None:
-        """Turn one multipart message into reply frames; every failure becomes an error reply."""
-        self.messages += 1
-        peer = frames[0] if frames else b""
-        try:
-            env = split_envelope(frames)
-        except ProtocolError as exc:
-            self.metrics.message("invalid")
-            self._client_error(peer, exc)
-            return [peer, encode(exc.to_reply())] if peer else None
-        req = None
-        try:
-            try:
-                req = decode_request(env.payload, self.config.max_message_bytes)
-            finally:
-                self.metrics.message(req.type if req is not None else "invalid")
-            if self._fault_check is not None:
-                self._fault_check()
-            reply = self._handlers[req.type](req)
-        except ProtocolError as exc:
-            self._client_error(peer, exc)
-            reply = exc.to_reply()
-        except Exception as exc:  # noqa: BLE001 - the one place internal errors become replies
-            self.sink.emit("internal_error", level="error", error=repr(exc),
-                           traceback=traceback.format_exc(limit=8))
-            rid = req.request_id if req is not None else None
-            self.metrics.client_error(str(ErrorCode.INTERNAL))
-            reply = error_reply(rid, ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}")
-        return env.reply_frames(encode(reply))
-
-    def _client_error(self, peer: bytes, exc: ProtocolError) -> None:
-        self.metrics.client_error(str(exc.code))
-        ok, dropped = self._errors.allow(peer, time.monotonic())
-        if dropped:
-            self.sink.emit("client_error", level="warning", peer=peer.hex(), code="suppressed",
-                           suppressed=dropped)
-        if ok:
-            self.sink.emit("client_error", peer=peer.hex(), code=str(exc.code),
-                           message=exc.message, request_id=exc.request_id)
-
-    def _plant(self, req) -> PlantRuntime:
-        plant = self.plants.get(req.plant)
-        if plant is None:
-            raise ProtocolError(ErrorCode.UNKNOWN_PLANT,
-                                f"no plant named {req.plant!r}; this daemon hosts "
-                                f"{', '.join(sorted(self.plants)) or 'none'}", req.request_id)
-        return plant
-
-    def _hello(self, req: Hello) -> dict:
-        return ok_reply(req.request_id, "hello", **self._plant(req).hello(req))
-
-    def _ask(self, req) -> dict:
-        return ok_reply(req.request_id, "ask", **self._with_id(req, self._plant(req).ask))
-
-    def _tell(self, req) -> dict:
-        return ok_reply(req.request_id, "tell", **self._with_id(req, self._plant(req).tell))
-
-    def _observe(self, req) -> dict:
-        return ok_reply(req.request_id, "observe", **self._with_id(req, self._plant(req).observe))
-
-    def _best(self, req) -> dict:
-        return ok_reply(req.request_id, "best", **self._plant(req).best(req))
-
-    def _with_id(self, req, handler) -> dict:
-        start = time.perf_counter()
-        try:
-            return handler(req)
-        except ProtocolError as exc:
-            if exc.request_id is None:
-                exc.request_id = req.request_id
-            raise
-        finally:
-            self.metrics.request(req.type, time.perf_counter() - start)
-
-    def _status(self, req: Status) -> dict:
-        plants = [self._plant(req)] if req.plant is not None else list(self.plants.values())
-        return ok_reply(req.request_id, "status", plants=[p.status(with_best=True) for p in plants],
-                        daemon={"version": __version__, "pid": os.getpid(),
-                                "uptime_s": round(time.time() - self.started, 3),
-                                "messages": self.messages})
-
-    def _ping(self, req: Ping) -> dict:
-        return ok_reply(req.request_id, "ping", pong=True, time=time.time())
 

@@ -61,7 +61,7 @@ def _best(best: dict | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from plant_adapters.client import DaemonClient, DaemonError, DaemonUnavailable
+    from tvbod.client import DaemonClient, DaemonError, DaemonUnavailable
 
     endpoint = _endpoint(args)
     client = DaemonClient(endpoint, args.plant or "", timeout_s=args.timeout, retries=1,
@@ -87,7 +87,7 @@ def _watch(client, args: argparse.Namespace, endpoint: str) -> int:
     answer is shown as such and asked again at the next refresh."""
     import time
 
-    from plant_adapters.client import DaemonError, DaemonUnavailable
+    from tvbod.client import DaemonError, DaemonUnavailable
 
     clear = "\x1b[H\x1b[2J" if sys.stdout.isatty() else ""
     interval = max(0.1, args.watch)

@@ -1,0 +1,46 @@
+"""State written by tvbod 0.2.0 as of main 11e3fa2, before issue 11 restructured the service
+(tests/fixtures/state-0.2.0: a daemon session with a failed tell, an observation, three resets, a
+live reload of delta_b, a stop, a restart, and a SIGKILL with proposal alpha:24 pending in the
+journal after the checkpoint) replays exactly, and today's daemon continues it."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from daemon_harness import Daemon, objective
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "state-0.2.0"
+
+
+def _replay(plant_dir: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tvbod", "replay", str(plant_dir)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_state_written_by_0_2_0_replays_exactly(tmp_path):
+    root = tmp_path / "old"
+    shutil.copytree(FIXTURE, root)
+    out = _replay(root / "state" / "plants" / "alpha")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "23 steps reproduced exactly" in out.stdout and "[4, 17, 21]" in out.stdout
+
+
+def test_todays_daemon_continues_0_2_0_state_with_its_pending_proposal(tmp_path):
+    root = tmp_path / "old"
+    shutil.copytree(FIXTURE, root)
+    d = Daemon(root, existing=True).start()
+    try:
+        restored = [e for e in d.events() if e["event"] == "plant_restored"][-1]
+        assert restored["problems"] == [] and restored["pending"] == "alpha:24"
+        with d.client() as c:
+            p = c.ask()  # the journaled proposal, recomputed identically by today's code
+            assert (p["proposal_id"], p["gains"]) == ("alpha:24", {"kp": 0.0, "ki": 1.0})
+            for _ in range(4):
+                c.tell(p["proposal_id"], objective(p["gains"], p["t"]))
+                p = c.ask()
+    finally:
+        assert d.stop() == 0
+    out = _replay(root / "state" / "plants" / "alpha")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "27 steps reproduced exactly" in out.stdout

@@ -1,0 +1,298 @@
+"""Plant files: parameters, sense, failure policy and the core's `optimizer:` mapping (checked by
+`tvbod.core.parse_spec`), validated into a frozen `PlantConfig` with its fingerprint."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tvbod.core.errors import DomainError, SpecError
+from tvbod.core.kernels import empirical_covariance
+from tvbod.core.spec import MAX_FINITE_POINTS, OptimizerSpec, parse_spec, with_explicit_trigger
+from tvbod.core.validate import InvalidValue, check_keys as _check_keys, choice as _choice
+from tvbod.core.validate import integer as _integer, mapping as _mapping, number as _number
+from tvbod.core.validate import string as _string
+from tvbod.protocol import PLANT_NAME_PATTERN, is_valid_plant_name
+from tvbod.service.config.common import in_file, plain, read_yaml
+
+_PLANT_KEYS = {
+    "name", "description", "parameters", "sense", "optimizer", "proposal_timeout", "failure",
+    "max_measurement_sigmas",
+}
+#: Default of `max_measurement_sigmas`: measurements farther from the offset (GP scale, in prior
+#: standard deviations) are refused with `bad_field`.
+DEFAULT_MAX_MEASUREMENT_SIGMAS = 1e6
+#: Decimals kept of an empirical covariance, so its fingerprint does not depend on BLAS round-off.
+_EMPIRICAL_DECIMALS = 12
+
+
+@dataclass(frozen=True)
+class ParameterConfig:
+    """One tuned parameter: continuous (`lower`, `upper`, optional `unit`, `scaling`) or an arm
+    choice `0..arms-1` (then `lower`, `upper`, `unit`, `scaling` are None)."""
+
+    name: str
+    lower: float | None = None
+    upper: float | None = None
+    unit: str | None = None
+    scaling: float | None = None
+    arms: int | None = None
+
+
+@dataclass(frozen=True)
+class FailurePolicy:
+    """What a failed experiment (`tell` with `failed: true`) is recorded as: a fixed `penalty`
+    `value`, or `mean_plus_sigma`: the posterior mean `sigmas` standard deviations towards worse."""
+
+    kind: str  # penalty | mean_plus_sigma
+    value: float | None = None
+    sigmas: float | None = None
+
+    def measurement(self, mean: float, std: float, sense: str) -> float:
+        """The measurement to tell for a failure at a point with posterior `mean`, `std`
+        (measurement units): `value`, or `mean + k std` (minimize) / `mean - k std` (maximize)."""
+        if self.kind == "penalty":
+            return float(self.value)
+        worse = 1.0 if sense == "minimize" else -1.0
+        return float(mean) + worse * float(self.sigmas) * float(std)
+
+
+@dataclass(frozen=True)
+class PlantConfig:
+    """One plant file, validated. `optimizer_mapping` is the plain mapping given to `parse_spec`
+    (stored by the daemon for replay); `fingerprint` is the sha256 of it and the parameters."""
+
+    name: str
+    path: Path
+    description: str
+    parameters: tuple[ParameterConfig, ...]
+    sense: str
+    proposal_timeout: float
+    failure: FailurePolicy
+    optimizer: OptimizerSpec
+    optimizer_mapping: dict = field(hash=False, repr=False)
+    fingerprint: str
+    max_measurement_sigmas: float = DEFAULT_MAX_MEASUREMENT_SIGMAS
+
+    @property
+    def is_arms(self) -> bool:
+        return self.parameters[0].arms is not None
+
+    def gains(self, x: np.ndarray) -> dict[str, float | int]:
+        """Physical point `(d,)` (what `ask` returns) -> `{name: value}`; an arm index is an int."""
+        a = np.asarray(x).reshape(-1)
+        if a.shape != (len(self.parameters),) or not np.all(np.isfinite(a.astype(float))):
+            raise DomainError(f"point must be {len(self.parameters)} finite numbers, got {x!r}")
+        if self.is_arms:
+            return {self.parameters[0].name: _arm_index(a[0], self.parameters[0].name)}
+        return {p.name: float(v) for p, v in zip(self.parameters, a)}
+
+    def point(self, gains: Mapping[str, Any]) -> np.ndarray:
+        """`{name: value}` -> the physical point: float `(d,)`, or the arm index as int `(1,)`.
+
+        Checks names, types and finiteness; bounds are checked by the strategy's domain."""
+        names = [p.name for p in self.parameters]
+        missing = [n for n in names if n not in gains]
+        unknown = sorted(str(k) for k in gains if k not in names)
+        if missing or unknown:
+            raise DomainError(
+                f"gains must name exactly {names}; missing {missing}, unknown {unknown}")
+        values = []
+        for n in names:
+            v = gains[n]
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
+                    or not math.isfinite(float(v)):
+                raise DomainError(f"gain {n!r} must be a finite number, got {v!r}")
+            values.append(v)
+        if self.is_arms:
+            return np.array([_arm_index(values[0], names[0])], dtype=np.int64)
+        return np.array(values, dtype=float)
+
+
+def _arm_index(v, name: str) -> int:
+    if not float(v).is_integer():
+        raise DomainError(f"arm {name!r} must be an integer index, got {v!r}")
+    return int(v)
+
+
+# ---------------------------------------------------------------------- plant files
+def load_plant_config(path: Path | str) -> PlantConfig:
+    """Read and validate one plant file (see docs/configuration.md)."""
+    path = Path(path)
+    data = read_yaml(path)
+    with in_file(path):
+        return _plant(data, path)
+
+
+def _plant(m: Mapping, path: Path) -> PlantConfig:
+    _check_keys(m, _PLANT_KEYS)
+    if "name" not in m:
+        raise InvalidValue("name", "is required")
+    name = m["name"]
+    if not is_valid_plant_name(name):
+        raise InvalidValue("name", f"{name!r} is not a valid plant name", PLANT_NAME_PATTERN)
+    description = m.get("description", "")
+    if not isinstance(description, str):
+        raise InvalidValue("description", f"must be a string, got {description!r}")
+    parameters = _parameters(m.get("parameters"))
+    if "sense" not in m:
+        raise InvalidValue("sense", "is required: is the measurement a cost or a reward?",
+                       "minimize (a cost), maximize (a reward)")
+    sense = _choice(m["sense"], "sense", ("minimize", "maximize"))
+    mapping = _optimizer_mapping(m.get("optimizer", {}), parameters, sense, path.parent)
+    try:
+        spec = parse_spec(mapping)
+    except SpecError as e:
+        raise InvalidValue(_plant_key(e.key), e.problem, e.allowed) from None
+    return PlantConfig(
+        name=name, path=path.resolve(), description=description, parameters=parameters,
+        sense=sense,
+        proposal_timeout=_number(m.get("proposal_timeout", 300), "proposal_timeout", 0.0,
+                                 lo_open=True),
+        failure=_failure(m.get("failure", {"policy": "mean_plus_sigma"})),
+        optimizer=spec, optimizer_mapping=mapping, fingerprint=fingerprint(mapping, parameters),
+        max_measurement_sigmas=_number(m.get("max_measurement_sigmas",
+                                             DEFAULT_MAX_MEASUREMENT_SIGMAS),
+                                       "max_measurement_sigmas", 1.0, 1e300),
+    )
+
+
+def _plant_key(spec_key: str) -> str:
+    """A `parse_spec` key as the plant file spells it (domain and sense come from the plant level)."""
+    if spec_key.startswith("domain"):
+        return "parameters"
+    return spec_key if spec_key in ("sense", "optimizer") else f"optimizer.{spec_key}"
+
+
+def _parameters(value) -> tuple[ParameterConfig, ...]:
+    if not isinstance(value, list) or not value:
+        raise InvalidValue("parameters", "must be a non-empty list",
+                       "continuous {name, lower, upper, unit, scaling} items, or one {name, arms}")
+    out: list[ParameterConfig] = []
+    for i, item in enumerate(value):
+        key = f"parameters[{i}]"
+        m = _mapping(item, key)
+        name = m.get("name")
+        if not (isinstance(name, str) and name.isidentifier() and name.isascii() and len(name) <= 64):
+            raise InvalidValue(f"{key}.name", f"{name!r} is not an identifier",
+                           "1..64 ASCII letters, digits, _ ; not starting with a digit")
+        for j, p in enumerate(out):
+            if p.name == name:
+                raise InvalidValue(f"{key}.name", f"{name!r} is already the name of parameters[{j}]")
+        out.append(_arm(m, key, name) if "arms" in m else _continuous(m, key, name))
+    if len(out) > 1 and any(p.arms is not None for p in out):
+        raise InvalidValue("parameters", "an arm parameter must be the only parameter of its plant")
+    scaled = [p.scaling is not None for p in out]
+    if any(scaled) and not all(scaled):
+        i, j = scaled.index(False), scaled.index(True)
+        raise InvalidValue(f"parameters[{i}].scaling",
+                       f"is required because parameters[{j}] has one: "
+                       "give every parameter a scaling or none")
+    return tuple(out)
+
+
+def _arm(m: Mapping, key: str, name: str) -> ParameterConfig:
+    _check_keys(m, {"name", "arms"}, f"{key}.")
+    return ParameterConfig(name, arms=_integer(m["arms"], f"{key}.arms", 1, MAX_FINITE_POINTS))
+
+
+def _continuous(m: Mapping, key: str, name: str) -> ParameterConfig:
+    _check_keys(m, {"name", "lower", "upper", "unit", "scaling"}, f"{key}.")
+    for req in ("lower", "upper"):
+        if req not in m:
+            raise InvalidValue(f"{key}.{req}", "is required for a continuous parameter (or give `arms`)")
+    lower = _number(m["lower"], f"{key}.lower")
+    upper = _number(m["upper"], f"{key}.upper")
+    if not lower < upper:
+        raise InvalidValue(f"{key}.upper", f"{upper!r} must be greater than lower {lower!r}")
+    unit = m.get("unit")
+    if unit is not None and not isinstance(unit, str):
+        raise InvalidValue(f"{key}.unit", f"must be a string, got {unit!r}")
+    scaling = m.get("scaling")
+    if scaling is not None:
+        scaling = _number(scaling, f"{key}.scaling", 0.0, lo_open=True)
+    return ParameterConfig(name, lower, upper, unit, scaling)
+
+
+def _failure(value) -> FailurePolicy:
+    m = _mapping(value, "failure")
+    kind = _choice(m.get("policy"), "failure.policy", ("penalty", "mean_plus_sigma"))
+    if kind == "penalty":
+        _check_keys(m, {"policy", "value"}, "failure.")
+        if "value" not in m:
+            raise InvalidValue("failure.value", "is required for the penalty policy (in measurement units)")
+        return FailurePolicy(kind, value=_number(m["value"], "failure.value"))
+    _check_keys(m, {"policy", "sigmas"}, "failure.")
+    sigmas = _number(m.get("sigmas", 3.0), "failure.sigmas", 0.0, lo_open=True)
+    return FailurePolicy(kind, sigmas=sigmas)
+
+
+def _optimizer_mapping(value, parameters: tuple[ParameterConfig, ...], sense: str,
+                       base: Path) -> dict:
+    """The user's `optimizer:` mapping plus `domain` and `sense` from the plant level."""
+    mapping = plain(_mapping(value, "optimizer"))
+    for key in ("domain", "sense"):
+        if key in mapping:
+            what = "`parameters`" if key == "domain" else "the plant's `sense`"
+            raise InvalidValue(f"optimizer.{key}", f"must not be set here: it comes from {what}")
+    arms = parameters[0].arms
+    if arms is not None:
+        mapping["domain"] = {"type": "arms", "n_arms": arms}
+    else:
+        mapping["domain"] = {"type": "box", "lower": [p.lower for p in parameters],
+                             "upper": [p.upper for p in parameters]}
+        if parameters[0].scaling is not None:
+            mapping["domain"]["scaling"] = [p.scaling for p in parameters]
+    mapping["sense"] = sense
+    mapping = with_explicit_trigger(mapping)
+    kernel = mapping.get("kernel")
+    if isinstance(kernel, Mapping) and "empirical_from" in kernel:
+        mapping["kernel"] = _empirical_kernel(kernel, arms, base)
+    return mapping
+
+
+def _empirical_kernel(kernel: Mapping, arms: int | None, base: Path) -> dict:
+    key = "optimizer.kernel.empirical_from"
+    if arms is None:
+        raise InvalidValue(key, "is for an arm parameter; a continuous domain needs", "se, matern52")
+    _check_keys(kernel, {"type", "empirical_from"}, "optimizer.kernel.")
+    _choice(kernel.get("type", "matrix"), "optimizer.kernel.type", ("matrix",))
+    csv = base / _string(kernel["empirical_from"], key)
+    try:
+        samples = np.loadtxt(csv, delimiter=",", ndmin=2, dtype=float)
+    except OSError as e:
+        raise InvalidValue(key, f"cannot read {csv} ({e.strerror or e})") from None
+    except ValueError as e:
+        raise InvalidValue(key, f"{csv} is not a CSV of numbers ({e})") from None
+    if samples.shape[0] != arms:
+        raise InvalidValue(key, f"{csv} has {samples.shape[0]} rows, one per arm, but the arm parameter "
+                       f"has {arms} arms")
+    if samples.shape[1] < 2 or not np.all(np.isfinite(samples)) or np.std(samples) == 0:
+        raise InvalidValue(key, f"{csv} needs at least 2 columns of finite, not all equal, numbers")
+    K = empirical_covariance(samples, standardize=True, decimals=_EMPIRICAL_DECIMALS)
+    return {"type": "matrix", "matrix": K.tolist()}
+
+
+def _canonical(value):
+    """Numbers as JSON writes them identically whether YAML said `3` or `3.0`."""
+    if isinstance(value, dict):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def fingerprint(optimizer_mapping: Mapping, parameters: tuple[ParameterConfig, ...]) -> str:
+    """sha256 of the canonical JSON of the optimizer mapping and the parameters (hex)."""
+    doc = {"optimizer": optimizer_mapping, "parameters": [asdict(p) for p in parameters]}
+    text = json.dumps(_canonical(doc), sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()
