@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from tvbod.bench import sweep
 
 import sweep_tasks
 from doc_blocks import marked_block
+from probes import loaded_modules, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DASK = Path(sys.executable).parent / "dask"
@@ -41,14 +41,6 @@ def _results(out: Path) -> dict:
     return {k: v for k, v in doc.items() if k not in TIMING}
 
 
-def _wait_for(condition, timeout: float = 120.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _lines(path: Path) -> list[str]:
@@ -78,7 +70,7 @@ class Cluster:
             [str(DASK), "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
              "--scheduler-file", str(self.file)], stdout=subprocess.DEVNULL,
             stderr=(path / "scheduler.log").open("w"))
-        _wait_for(lambda: self.file.exists() and self.file.stat().st_size, what="the scheduler")
+        wait_for(lambda: self.file.exists() and self.file.stat().st_size, what="the scheduler")
         from distributed import Client
 
         self.client = Client(scheduler_file=str(self.file), timeout="60s")
@@ -115,7 +107,7 @@ def cluster(tmp_path_factory):
     try:
         c.start_worker()
         c.start_worker()
-        _wait_for(lambda: c.alive() == 2, what="two workers")
+        wait_for(lambda: c.alive() == 2, what="two workers")
         yield c
     finally:
         c.close()
@@ -144,14 +136,14 @@ def test_readme_cluster_recipe_gives_the_local_pools_results(local_run, tmp_path
 
 def test_a_worker_killed_mid_sweep_loses_nothing(cluster, local_run, tmp_path):
     doomed = cluster.start_worker()
-    _wait_for(lambda: cluster.alive() == 3, what="a third worker")
+    wait_for(lambda: cluster.alive() == 3, what="a third worker")
     address = next(a for a, pid in cluster.client.run(os.getpid).items() if pid == doomed.pid)
     sweep_proc = subprocess.Popen([sys.executable, "-m", "tvbod", *SMALL, "--scheduler",
                                    cluster.address, "--out", str(tmp_path)], cwd=ROOT,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         # kill it while it holds a task of the running sweep
-        _wait_for(lambda: cluster.client.processing([address]).get(address), what="its task")
+        wait_for(lambda: cluster.client.processing([address]).get(address), what="its task")
         assert sweep_proc.poll() is None
         doomed.send_signal(signal.SIGKILL)
         doomed.wait(timeout=30)
@@ -185,7 +177,7 @@ def test_a_local_worker_killed_mid_sweep_is_replaced_and_loses_nothing(local_run
                              "--out", str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        workers = _wait_for(lambda: len(_lines(runs)) >= 1 and _pool_workers(proc.pid),
+        workers = wait_for(lambda: len(_lines(runs)) >= 1 and _pool_workers(proc.pid),
                             what="a running pool")
         assert proc.poll() is None
         os.kill(workers[0], signal.SIGKILL)
@@ -206,7 +198,7 @@ def test_a_killed_sweep_resumes_without_redoing_finished_tasks(local_run, tmp_pa
                              "--out", str(tmp_path)], cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        _wait_for(lambda: len(_lines(runs)) >= 3 or proc.poll() is not None, what="3 tasks")
+        wait_for(lambda: len(_lines(runs)) >= 3 or proc.poll() is not None, what="3 tasks")
         os.killpg(proc.pid, signal.SIGKILL)  # the CLI and its pool workers, mid-sweep
     finally:
         proc.wait(timeout=30)
@@ -314,15 +306,7 @@ def test_progress_rewrites_one_line_on_a_terminal():
 
 
 def test_the_daemon_never_imports_distributed():
-    code = (
-        "import importlib, pkgutil, sys\n"
-        "import tvbod.core, tvbod.service\n"
-        "for pkg in (tvbod.core, tvbod.service):\n"
-        "    for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.'):\n"
-        "        importlib.import_module(m.name)\n"
-        "from tvbod.cli import build_parser\n"
-        "build_parser().parse_args(['run', '--config', 'x.yaml'])\n"
-        "print(','.join(m for m in ('distributed', 'dask') if m in sys.modules))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == ""
+    loaded = loaded_modules("from tvbod.cli import build_parser\n"
+                            "build_parser().parse_args(['run', '--config', 'x.yaml'])",
+                            walk=("tvbod.core", "tvbod.service"))
+    assert not {m for m in loaded if m.split(".")[0] in ("distributed", "dask")}

@@ -5,11 +5,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
 from daemon_harness import Daemon, RawPeer, objective
+from probes import wait_for
 
 pytest.importorskip("prometheus_client")  # `make test` installs the metrics extra
 
@@ -32,14 +32,6 @@ def _scrape(port):
     return values
 
 
-def _poll(predicate, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("condition not met in time")
 
 
 def test_prometheus_endpoint_counts_messages_errors_resets_abandons_and_latencies(tmp_path):
@@ -58,8 +50,8 @@ def test_prometheus_endpoint_counts_messages_errors_resets_abandons_and_latencie
     assert bad["error"]["code"] == "unknown_proposal"
     assert peer.send({"v": 1, "id": "e2", "type": "ask", "plant": "slow"})["ok"]
     peer.close()
-    m = _poll(lambda: (v := _scrape(port)).get('tvbod_proposals_abandoned_total{plant="slow"}')
-              and v)  # the slow plant's proposal times out after 1 s
+    m = wait_for(lambda: (v := _scrape(port)).get('tvbod_proposals_abandoned_total{plant="slow"}')
+                 and v, timeout=60.0, interval=0.1)  # the slow plant's proposal times out after 1 s
     resets = sum(1 for e in d.events() if e["event"] == "reset")
     assert resets >= 1 and m['tvbod_resets_total{plant="alpha"}'] == resets
     assert m['tvbod_messages_total{type="ask"}'] == 21
