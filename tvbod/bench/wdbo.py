@@ -143,7 +143,8 @@ class Session:
         return (y - float(np.mean(self.opt._yy))) / s if s > 0 else 0.0
 
     def hyperparameters(self) -> list[float] | None:
-        """`[signal variance, spatial lengthscale, temporal lengthscale (steps), noise variance]`."""
+        """`[signal variance, spatial lengthscale, temporal lengthscale in steps, noise variance]`
+        of the last fit (None during the initial design)."""
         o = self.opt
         if o._lS is None:
             return None
