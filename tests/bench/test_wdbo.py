@@ -64,6 +64,15 @@ def test_without_wdbo_algo_within_model_prints_the_note_and_keeps_its_cases(tmp_
     assert doc["config"]["wdbo"] is None
 
 
+@pytest.mark.skipif(HAS_WDBO, reason="wdbo-algo is installed")
+def test_cartpole_asked_for_wdbo_alone_without_it_says_so_and_fails_cleanly(tmp_path, capsys):
+    args = _args(cp, ["--algos", "wdbo", "--runs", "1", "--out", str(tmp_path)])
+    assert cp.run(args) == 2
+    captured = capsys.readouterr()
+    assert wdbo.NOT_INSTALLED in captured.out and "nothing to run" in captured.err
+    assert not (tmp_path / "results.json").exists()
+
+
 def test_with_wdbo_the_main_within_model_cases_gain_one_row():
     cases = wm.build_cases(wm.CASE_GROUPS)
     added = wm.with_wdbo(cases)

@@ -297,6 +297,9 @@ def run(args: argparse.Namespace) -> int:
                  args.units, args.refit_every, args.map_restarts, args.map_maxiter, args.candidates)
     algos = pr.select(algorithms(args.oracle), args.algos) + wdbo.rows(
         not args.no_wdbo and (args.algos is None or wdbo.STRATEGY in args.algos))
+    if not algos:
+        print("nothing to run: --algos named only wdbo, which is not installed", file=sys.stderr)
+        return 2
     print(f"measurement scaling: offset {cfg.offset:.4f}, scale {cfg.scale:.4f} (nominal cost "
           f"range {scaling['cost_min']:.3f}..{scaling['cost_max']:.3f})", file=sys.stderr)
     jobs = [(r, a, args.seed, cfg) for r in range(args.runs) for a in algos]
