@@ -15,6 +15,7 @@ import pytest
 from tvbod.bench import cartpole as cp
 from tvbod.bench import plant_runs as pr
 from tvbod.bench import temperature as tp
+from tvbod.bench import wdbo
 
 STRATEGIES = ["et-gp-ucb", "gp-ucb", "r-gp-ucb", "tv-gp-ucb", "ui-tvbo"]
 
@@ -38,9 +39,11 @@ def cartpole_doc(tmp_path_factory) -> dict:
     argv = ["bench", "cartpole", "--runs", "2", "--horizon", "30", "--jump-at", "10",
             "--workers", "1", "--out", str(out)]
     proc = subprocess.run([sys.executable, "-m", "tvbod", *argv], capture_output=True, text=True,
-                          timeout=120, cwd=Path(__file__).resolve().parents[2])
+                          timeout=900, cwd=Path(__file__).resolve().parents[2])
     assert proc.returncode == 0, proc.stderr
     assert "ET-GP-UCB detection of the change at t = 10" in proc.stdout
+    # Without the anchors extra the W-DBO row is left out with a one-line note.
+    assert (wdbo.NOT_INSTALLED in proc.stdout) == (not wdbo.available())
     assert (out / "regret.png").exists() and (out / "resets.png").exists()
     return json.loads((out / "results.json").read_text())
 
@@ -48,7 +51,9 @@ def cartpole_doc(tmp_path_factory) -> dict:
 def test_cartpole_tiny_run_shares_the_plant_realisation(cartpole_doc):
     # Property: all five algorithms ran on the same plant (noise and friction) in each run.
     algos = {a["strategy"]: a for a in cartpole_doc["algorithms"]}
-    assert sorted(algos) == sorted(STRATEGIES)
+    assert sorted(algos) == sorted(STRATEGIES + ["wdbo"] * wdbo.available())
+    assert [a["label"] for a in cartpole_doc["algorithms"]] == [
+        a.label for a in cp.algorithms() + wdbo.rows(True)]
     assert cartpole_doc["same_realisation"]
     seeds = [r["plant_seed"] for r in algos["gp-ucb"]["realisation"]]
     assert len(set(seeds)) == 2  # runs differ

@@ -91,7 +91,7 @@ def test_cli_dispatches_to_this_module():
 def test_tiny_run_writes_results_for_every_algorithm_on_shared_draws(tmp_path, capsys):
     # A 12 x 12 grid keeps this fast; `make demo` exercises the paper's 50 x 50 grid.
     args = _parser().parse_args(["--runs", "2", "--horizon", "30", "--workers", "1",
-                                 "--grid", "12", "--out", str(tmp_path)])
+                                 "--grid", "12", "--no-wdbo", "--out", str(tmp_path)])
     assert wm.run(args) == 0
     doc = json.loads((tmp_path / "results.json").read_text())
     assert (tmp_path / "regret.png").stat().st_size > 0

@@ -36,6 +36,7 @@ import numpy as np
 
 from . import plant_runs as pr
 from . import sweep
+from . import wdbo
 
 SCALING = (1 / 8, 1 / 4, 3.0, 1 / 8)
 HORIZON, JUMP_AT, JUMP_FACTOR = 300, 100, 2.5
@@ -138,6 +139,8 @@ def build_spec(algo: pr.Algo, cfg: Config, seed: int) -> dict:
 
 def run_task(run: int, algo: pr.Algo, seed: int, cfg: Config) -> dict:
     """One algorithm on run `run`'s plant for `cfg.horizon` steps."""
+    if algo.strategy == wdbo.STRATEGY:
+        return wdbo.run_cartpole(run, algo, seed, cfg)
     from tvbod.core import make_strategy
 
     t_start = time.process_time()
@@ -236,11 +239,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--units", type=float, default=1.0,
                         help="multiply every measured cost by this (scale sweep; default 1)")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    parser.add_argument("--no-wdbo", action="store_true",
+                        help="leave out the W-DBO row (run when the anchors extra is installed)")
 
 
 def _parse_algos(text: str) -> tuple[str, ...]:
     names = tuple(s.strip() for s in text.split(",") if s.strip())
-    valid = [a.strategy for a in algorithms()]
+    valid = [a.strategy for a in algorithms()] + [wdbo.STRATEGY]
     bad = [n for n in names if n not in valid]
     if bad or not names:
         raise argparse.ArgumentTypeError(f"unknown strategy {bad or text!r}; choose from "
@@ -261,7 +266,11 @@ def run(args: argparse.Namespace) -> int:
         scaling["scale"] = args.scale
     cfg = Config(args.horizon, args.jump_at, args.profile, scaling["offset"], scaling["scale"],
                  args.units, args.refit_every, args.map_restarts, args.map_maxiter, args.candidates)
-    algos = pr.select(algorithms(args.oracle), args.algos)
+    algos = pr.select(algorithms(args.oracle), args.algos) + wdbo.rows(
+        not args.no_wdbo and (args.algos is None or wdbo.STRATEGY in args.algos))
+    if not algos:
+        print("nothing to run: --algos named only wdbo, which is not installed", file=sys.stderr)
+        return 2
     print(f"measurement scaling: offset {cfg.offset:.4f}, scale {cfg.scale:.4f} (nominal cost "
           f"range {scaling['cost_min']:.3f}..{scaling['cost_max']:.3f})", file=sys.stderr)
     tasks = [sweep.task(run_task, r, a, args.seed, cfg, seed=pr.run_seed(args.seed, r),
@@ -296,7 +305,8 @@ def run(args: argparse.Namespace) -> int:
                       **cfg.__dict__, "scaling": scaling, "noise_variance": NOISE_VARIANCE,
                       "beta": [BETA_C1, BETA_C2], "delta_b": DELTA_B,
                       "prior": [PRIOR_SHAPE, PRIOR_RATE], "jump_factor": JUMP_FACTOR,
-                      "failure_sigmas": FAILURE_SIGMAS},
+                      "failure_sigmas": FAILURE_SIGMAS,
+                      "wdbo": wdbo.note_versions() if wdbo.ALGO in algos else None},
            "wall_time_s": round(wall, 2), "wins": pr.wins(summary), "algorithms": summary,
            "detection": detection, "detections": detections,
            "same_realisation": pr.same_realisation(summary), "claims": checks}
