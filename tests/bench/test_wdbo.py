@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +14,8 @@ from tvbod.bench import cartpole as cp
 from tvbod.bench import plant_runs as pr
 from tvbod.bench import wdbo
 from tvbod.bench import within_model as wm
+
+from probes import loaded_modules
 
 HAS_WDBO = wdbo.available()
 needs_wdbo = pytest.mark.skipif(not HAS_WDBO, reason="needs the anchors extra (wdbo-algo, torch)")
@@ -30,15 +29,11 @@ def _args(module, argv: list[str]) -> argparse.Namespace:
 
 def test_the_daemon_the_core_and_the_bench_hooks_import_no_torch():
     # In the anchors venv torch is importable: nothing on these paths may load it.
-    code = ("import sys\n"
-            "import tvbod.cli, tvbod.core, tvbod.service.app, tvbod.service.server\n"
-            "import tvbod.bench.cartpole, tvbod.bench.within_model, tvbod.bench.wdbo\n"
-            "tvbod.bench.wdbo.available()\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('torch', 'gpytorch', 'botorch', 'wdbo_algo')))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[2], timeout=120)
-    assert out.stdout.strip() == "[]"
+    loaded = loaded_modules("import tvbod.cli, tvbod.core, tvbod.service.app, tvbod.service.server\n"
+                            "import tvbod.bench.cartpole, tvbod.bench.within_model, tvbod.bench.wdbo\n"
+                            "tvbod.bench.wdbo.available()")
+    assert sorted(m for m in loaded
+                  if m.split(".")[0] in ("torch", "gpytorch", "botorch", "wdbo_algo")) == []
 
 
 def test_no_wdbo_flag_leaves_the_row_out_silently(capsys):

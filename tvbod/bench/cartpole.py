@@ -273,12 +273,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(f"measurement scaling: offset {cfg.offset:.4f}, scale {cfg.scale:.4f} (nominal cost "
           f"range {scaling['cost_min']:.3f}..{scaling['cost_max']:.3f})", file=sys.stderr)
-    tasks = [sweep.task(run_task, r, a, args.seed, cfg, seed=pr.run_seed(args.seed, r),
-                        rank=pr.cost_rank(a)) for r in range(args.runs) for a in algos]
-    outcome = sweep.run(tasks, args, "cartpole")
-    if outcome.failures:
+    done = pr.sweep_rows(run_task, algos, args, cfg, "cartpole")
+    if done is None:
         return 1
-    results, wall = outcome.ordered(tasks), outcome.wall_s
+    results, outcome = done
+    wall = outcome.wall_s
     summary = pr.summarize(algos, results, args.runs, args.horizon)
     for a in summary:
         per = [r for r in results if r["label"] == a["label"]]

@@ -140,12 +140,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     cfg = Config(args.horizon)
     algos = algorithms(args.oracle)
-    tasks = [sweep.task(run_task, r, a, args.seed, cfg, seed=pr.run_seed(args.seed, r),
-                        rank=pr.cost_rank(a)) for r in range(args.runs) for a in algos]
-    outcome = sweep.run(tasks, args, "temperature")
-    if outcome.failures:
+    done = pr.sweep_rows(run_task, algos, args, cfg, "temperature")
+    if done is None:
         return 1
-    results, wall = outcome.ordered(tasks), outcome.wall_s
+    results, outcome = done
+    wall = outcome.wall_s
     summary = pr.summarize(algos, results, args.runs, args.horizon)
     for a in summary:
         per = sorted((r for r in results if r["label"] == a["label"]), key=lambda r: r["run"])
