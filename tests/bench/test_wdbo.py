@@ -81,7 +81,7 @@ def test_with_wdbo_the_main_within_model_cases_gain_one_row():
 @needs_wdbo
 def test_wdbo_cartpole_regret_is_run_tasks_accounting_on_the_same_realisation():
     cfg = cp.Config(horizon=18, jump_at=10, candidates=64)
-    res = wdbo.run_cartpole(1, wdbo.ALGO, 0, cfg)
+    res = cp.run_task(1, wdbo.ALGO, 0, cfg)
     assert res["label"] == "W-DBO" and len(res["regret"]) == len(res["points"]) == 18
     assert res["lengthscales"] is not None  # past the 15-point initial design: a fitted model
     # The same plant realisation as every other row of run 1.
@@ -111,11 +111,11 @@ def test_wdbo_cartpole_run_is_reproducible_and_leaves_global_state_alone():
     before = np.random.random()
     np.random.seed(123)
     dtype = torch.get_default_dtype()
-    a = wdbo.run_cartpole(0, wdbo.ALGO, 0, cfg)
+    a = cp.run_task(0, wdbo.ALGO, 0, cfg)
     assert np.random.random() == before and torch.get_default_dtype() == dtype
-    b = wdbo.run_cartpole(0, wdbo.ALGO, 0, cfg)
+    b = cp.run_task(0, wdbo.ALGO, 0, cfg)
     assert a["points"] == b["points"] and a["regret"] == b["regret"]
-    c = wdbo.run_cartpole(1, wdbo.ALGO, 0, cfg)
+    c = cp.run_task(1, wdbo.ALGO, 0, cfg)
     assert c["points"][0] != a["points"][0]  # another run, another initial design
 
 

@@ -140,7 +140,7 @@ def build_spec(algo: pr.Algo, cfg: Config, seed: int) -> dict:
 def run_task(run: int, algo: pr.Algo, seed: int, cfg: Config) -> dict:
     """One algorithm on run `run`'s plant for `cfg.horizon` steps."""
     if algo.strategy == wdbo.STRATEGY:
-        return wdbo.run_cartpole(run, algo, seed, cfg)
+        return wdbo.run_cartpole(run, algo, seed, cfg, make_plant)
     from tvbod.core import make_strategy
 
     t_start = time.process_time()

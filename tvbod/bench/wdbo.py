@@ -151,15 +151,14 @@ class Session:
         return [round(float(v), 6) for v in (o._lambda, o._lS, o._lT * self.time_unit, o._noise)]
 
 
-def run_cartpole(run: int, algo: pr.Algo, seed: int, cfg) -> dict:
-    """W-DBO on run `run`'s cart-pole for `cfg.horizon` steps, accounted as `cartpole.run_task`."""
+def run_cartpole(run: int, algo: pr.Algo, seed: int, cfg, make_plant) -> dict:
+    """W-DBO on run `run`'s cart-pole for `cfg.horizon` steps, accounted as `cartpole.run_task`
+    (which calls this with its `make_plant`, so this module imports no bench module back)."""
     from plant_adapters.cartpole.dynamics import DOMAIN_LOWER, DOMAIN_UPPER
-
-    from . import cartpole as cp
 
     t_start = time.process_time()
     rs = pr.run_seed(seed, run)
-    plant = cp.make_plant(rs, cfg.jump_at, cfg.profile)
+    plant = make_plant(rs, cfg.jump_at, cfg.profile)
     regret, points, failures, outside, optimum = [], [], 0, 0, 0.0
     with seeded(rs):
         wd = Session(DOMAIN_LOWER, DOMAIN_UPPER, CARTPOLE_TIME_UNIT)
@@ -187,19 +186,18 @@ def run_cartpole(run: int, algo: pr.Algo, seed: int, cfg) -> dict:
             "cpu_s": time.process_time() - t_start}
 
 
-def run_within_model(F: np.ndarray, noise: np.ndarray, seed: int, grid: int) -> dict:
-    """W-DBO on one within-model draw `F` `(T, grid^2)`: its continuous proposal in `[0, 1]^2` is
-    rounded to the nearest grid point, which is measured and told (as the other rows measure)."""
-    from . import within_model as wm
-
+def run_within_model(F: np.ndarray, noise: np.ndarray, seed: int, points: np.ndarray,
+                     to_index) -> dict:
+    """W-DBO on one within-model draw `F` `(T, grid^2)` over the grid `points`: its continuous
+    proposal in `[0, 1]^2` is rounded to the nearest grid point (`to_index`), which is measured and
+    told (as the other rows measure); `within_model.run_algorithm` passes both."""
     idx = np.empty(len(F), dtype=int)
     with seeded(seed):
         wd = Session([0.0, 0.0], [1.0, 1.0], WITHIN_MODEL_TIME_UNIT)
-        points = wm.grid_points(grid)
         for k in range(len(F)):
-            i = idx[k] = wm.grid_index(wd.ask(k + 1), grid)
+            i = idx[k] = to_index(wd.ask(k + 1))
             wd.tell(points[i], k + 1, float(F[k, i] + noise[k]))
-    return {"regret": wm.regret(F, idx), "reset_times": [], "removal_times": wd.removal_times,
+    return {"idx": idx, "reset_times": [], "removal_times": wd.removal_times,
             "dataset_size": wd.opt.dataset_size()}
 
 

@@ -192,7 +192,10 @@ def run_algorithm(algo: Algo, F: np.ndarray, noise: np.ndarray, seed: int,
                   grid: int = GRID) -> dict:
     """Run one strategy for `len(F)` steps on the draw `F` with noise `noise`; regret and resets."""
     if algo.strategy == wdbo.STRATEGY:
-        return wdbo.run_within_model(F, noise, seed, grid)
+        res = wdbo.run_within_model(F, noise, seed, grid_points(grid),
+                                    lambda x: grid_index(x, grid))
+        idx = res.pop("idx")
+        return {**res, "regret": regret(F, idx)}
     from tvbod.core import make_strategy
 
     strategy = make_strategy(replace(_base_spec(algo, grid), seed=seed))
