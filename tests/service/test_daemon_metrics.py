@@ -1,5 +1,6 @@
 """The optional Prometheus endpoint, read over real HTTP, and `tvbod status --watch`."""
 
+import os
 import re
 import signal
 import socket
@@ -76,8 +77,11 @@ def test_metrics_are_off_unless_configured(tmp_path):
 
 def test_status_watch_redraws_the_table_until_interrupted(tmp_path):
     d = Daemon(tmp_path).start()
+    # PYTHONFAULTHANDLER: if it does not exit, SIGABRT makes it print every thread's stack (twice
+    # seen hanging on a loaded box, not reproduced alone; the stack goes into the failure message)
     proc = subprocess.Popen([sys.executable, "-m", "tvbod", "status", "--endpoint", d.endpoint,
-                             "--watch", "0.2"], stdout=subprocess.PIPE, text=True)
+                             "--watch", "0.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=dict(os.environ, PYTHONFAULTHANDLER="1"))
     frames = 0
     seen_table = False
     for line in proc.stdout:
@@ -86,6 +90,12 @@ def test_status_watch_redraws_the_table_until_interrupted(tmp_path):
         if frames == 3:
             break
     proc.send_signal(signal.SIGINT)
-    assert proc.wait(30) == 0
+    try:
+        rc = proc.wait(120)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        _, err = proc.communicate(timeout=30)
+        raise AssertionError(f"status --watch still running 120 s after SIGINT:\n{err}") from None
+    assert rc == 0, proc.stderr.read()
     assert seen_table
     assert d.stop() == 0
