@@ -35,6 +35,7 @@ def _run(spec, steps, jump_at=None):
     for t in range(1, steps + 1):
         x = s.ask()
         s.tell(x, f(x) + (5.0 if jump_at and t >= jump_at else 0.0))
+    s.settle()
     return s
 
 
@@ -65,10 +66,12 @@ def test_composition_with_the_event_trigger_resets_exploration_state():
     for _ in range(8):
         x = s.ask()
         s.tell(x, f(x))
+    s.settle()
     e: AdaptiveKappaLambda = s.exploration
     kappa, lam = e.kappa_, e.lambda_
     x = s.ask()
     r = s.tell(x, f(x) + 10.0)
+    s.settle()  # the exploration update is the tell's deferred follow-up
     assert r.reset and r.reset_reason == "event"
     assert e.kappa_ == kappa  # the triggering surprise is not used for kappa
     assert e.delta_bar_ is None  # no posterior comparison yet on the new dataset
@@ -80,10 +83,12 @@ def test_composition_with_the_event_trigger_resets_exploration_state():
     for _ in range(8):
         x = s.ask()
         s.tell(x, f(x))
+    s.settle()
     g: AGPUCBScaling = s.exploration
     assert g.tau_ == 8 and g.h_ > 1.0
     x = s.ask()
     assert s.tell(x, f(x) + 10.0).reset
+    s.settle()
     assert g.tau_ == 1  # the reset step's point is the first of the new dataset
     assert np.allclose(s.lengthscales, g.lengthscales())
 

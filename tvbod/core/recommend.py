@@ -35,6 +35,7 @@ def recommend(strategy: Strategy) -> Recommendation | None:
     """The posterior-mean maximizer over the current dataset's points, or None (see above)."""
     if not isinstance(strategy, GPUCBStrategy) or strategy.gp.n == 0:
         return None
+    strategy.settle()
     gp, output = strategy.gp, strategy.output
     mean, var = gp.predict(gp.X_, float(strategy.t))
     i = int(np.argmax(mean))

@@ -59,6 +59,14 @@ class Strategy(ABC):
     def tell(self, x, y: float) -> TellResult:
         """Report measurement `y` at `x` (any point of the domain, not only the last proposal)."""
 
+    def settle(self) -> bool:
+        """Finish the work a `tell` deferred (model refits); True if there was any.
+
+        `tell` returns as soon as its decision is made; what only shapes the next proposal may run
+        later. Every read of the model settles first, so calling this early changes no result: the
+        daemon calls it off the reply path."""
+        return False
+
     @abstractmethod
     def state_dict(self) -> dict:
         """Plain data (numbers, strings, lists) from which `load_state_dict` restores exactly."""

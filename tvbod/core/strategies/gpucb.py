@@ -131,6 +131,8 @@ class GPUCBStrategy(Strategy):
         self._resets = 0
         self._last_reset_t: int | None = None
         self._pending: np.ndarray | None = None
+        #: what `settle` still has to do after the last tell: (t, y_t internal, mu, reset, n_before)
+        self._followup: tuple | None = None
 
     # ------------------------------------------------------------------ read-only views
     @property
@@ -166,6 +168,7 @@ class GPUCBStrategy(Strategy):
 
     def predict(self, x) -> tuple[float, float]:
         """Posterior mean and std of the objective at `x` for the next step, in measurement units."""
+        self.settle()
         z = self.domain.to_internal(x)
         mean, var = self.gp.predict(z[None, :], float(self._t))
         return (float(self.output.to_measurement(float(mean[0]))),
@@ -181,6 +184,7 @@ class GPUCBStrategy(Strategy):
 
     # ------------------------------------------------------------------ ask / tell
     def ask(self) -> np.ndarray:
+        self.settle()
         if self._pending is None:
             self._pending = self._propose()
         return self.domain.to_physical(self._pending)
@@ -217,6 +221,7 @@ class GPUCBStrategy(Strategy):
         z = self.domain.to_internal(x)
         if not np.isfinite(y):
             raise DomainError(f"measurement must be finite, got {y!r}")
+        self.settle()
         t, yi = self._t, self.to_internal_y(y)
         t_prime = t - self._t_reset
         mu, sigma = self._posterior_at(z, t)
@@ -246,13 +251,7 @@ class GPUCBStrategy(Strategy):
             self._resets += 1
             self._last_reset_t = t
         self._calibrate(y)
-        # Hyperparameters are kept across a reset until D has `min_points` points again (robust
-        # trigger): one point carries no lengthscale information.
-        if (self.spec.hyper is not None and t % self.spec.hyper.refit_every == 0
-                and self.gp.n >= self.spec.min_points):
-            self._refit_hyperparameters(t)
-        if self.exploration is not None:
-            self._update_exploration(t, yi, mu, reason is not None, n_before)
+        self._followup = (t, yi, mu, reason is not None, n_before)
         self._t += 1
         self._pending = None
         return TellResult(
@@ -262,6 +261,26 @@ class GPUCBStrategy(Strategy):
             window_psi=decision.window_psi, window_threshold=decision.window_threshold,
             held=decision.held, reset_burst=burst,
         )
+
+    def settle(self) -> bool:
+        """Finish the last `tell`: the MAP refit and the exploration update (True if there was work).
+
+        `tell` returns once the trigger has decided and D is updated, the part a reply needs; this
+        follow-up only shapes the next posterior, so the daemon runs it off the reply path, together
+        with the next proposal. Every read of the posterior (`ask`, `predict`, `state_dict`, ...)
+        settles first, so results never depend on when it ran."""
+        if self._followup is None:
+            return False
+        t, yi, mu, reset, n_before = self._followup
+        self._followup = None
+        # Hyperparameters are kept across a reset until D has `min_points` points again (robust
+        # trigger): one point carries no lengthscale information.
+        if (self.spec.hyper is not None and t % self.spec.hyper.refit_every == 0
+                and self.gp.n >= self.spec.min_points):
+            self._refit_hyperparameters(t)
+        if self.exploration is not None:
+            self._update_exploration(t, yi, mu, reset, n_before)
+        return True
 
     def _calibrate(self, y: float) -> None:
         """`measurement: auto`: update the offset/scale with `y` and re-express D's targets (and
@@ -276,12 +295,14 @@ class GPUCBStrategy(Strategy):
     # ------------------------------------------------------------------ hyperparameters
     @property
     def lengthscales(self) -> np.ndarray | None:
+        self.settle()
         return None if self.base_kernel is None else self.base_kernel.lengthscales.copy()
 
     @property
     def variances(self) -> tuple[float, float]:
         """`(sigma_f^2, sigma_n^2)` in force (fitted with `hyperparameters.variance` /
         `noise_variance: map`, else the configured values)."""
+        self.settle()
         return (self.spec.kernel.variance if self.base_kernel is None else self.base_kernel.variance,
                 self.gp.noise_variance)
 
@@ -323,6 +344,7 @@ class GPUCBStrategy(Strategy):
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict:
+        self.settle()
         return {
             "format": _STATE_FORMAT,
             "strategy": self.name,
@@ -404,6 +426,7 @@ class GPUCBStrategy(Strategy):
         self._t, self._t_reset, self._resets = t, t_reset, resets
         self._last_reset_t = None if last is None else int(last)
         self._pending = pending
+        self._followup = None
 
     # ------------------------------------------------------------------ issue 6: EI, adaptive, A-GP-UCB
     @property
@@ -411,6 +434,7 @@ class GPUCBStrategy(Strategy):
         """The UCB weight of the next ask (`kappa_t`, or `sqrt(beta_t)`); None for EI."""
         if self.spec.acquisition == "ei":
             return None
+        self.settle()
         e = self.exploration
         if isinstance(e, AdaptiveKappaLambda):
             return e.kappa_
