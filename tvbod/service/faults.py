@@ -2,14 +2,16 @@
 
 When `$TVBOD_FAULT_FILE` names a file, the daemon reads it before each storage write and each
 request: `enospc` makes writes fail as if the disk were full, `eio` as an I/O error, `internal`
-makes request handling raise. Removing the file (or emptying it) ends the fault. Without the
-variable nothing is checked, so production pays nothing.
+makes request handling raise, `hold-prepare:NAME` holds plant NAME's model jobs
+(tvbod/service/workers.py) at their start, as an endless refit would. Removing the file (or emptying it) ends the fault. Without
+the variable nothing is checked, so production pays nothing.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import time
 from pathlib import Path
 
 from tvbod.errors import TvbodError
@@ -43,15 +45,20 @@ def faulty_writer(path: Path):
     return write
 
 
-def from_environment() -> tuple[object, object]:
-    """`(writer, check_request)` for the store and the server; plain ones without the variable."""
+def from_environment() -> tuple[object, object, object]:
+    """`(writer, check_request, hold_job)` for the store, the server and its model workers;
+    plain ones (and None checks) without the variable."""
     name = os.environ.get(ENV)
     if not name:
-        return fsio.pwrite, None
+        return fsio.pwrite, None, None
     path = Path(name)
 
     def check_request() -> None:
         if _current(path) == "internal":
             raise InjectedFault("fault injected by $TVBOD_FAULT_FILE")
 
-    return faulty_writer(path), check_request
+    def hold_job(plant: str) -> None:
+        while _current(path) == f"hold-prepare:{plant}":
+            time.sleep(0.01)
+
+    return faulty_writer(path), check_request, hold_job

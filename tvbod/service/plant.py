@@ -176,7 +176,7 @@ class PlantRuntime(PlantTransitions, PlantRecovery):
             self.proposal_deadline = time.monotonic() + self.config.proposal_timeout
             self.events.emit("proposal", t=t, proposal_id=pid, gains=self.proposal["gains"])
             elapsed_ms = (time.perf_counter() - start) * 1e3
-            if elapsed_ms > self.ask_time_budget_ms:
+            if elapsed_ms > self.ask_time_budget_ms:  # computed here: no job had prepared it
                 self.events.emit("slow_proposal", level="warning", t=t, ms=round(elapsed_ms, 1),
                                  budget_ms=self.ask_time_budget_ms)
         else:
@@ -276,18 +276,27 @@ class PlantRuntime(PlantTransitions, PlantRecovery):
         self._held.append(applied)
         return applied
 
-    def best(self, req: Best | None = None) -> BestReply:
-        """The recommendation now (tvbod/core/recommend.py), cached until the next tell."""
-        key = (self.strategy.t, self.strategy.dataset_size, self.config.fingerprint)
-        if self._best is None or self._best[0] != key:
-            rec = recommend(self.strategy)
-            fields = None if rec is None else {
-                "gains": self.config.gains(rec.x), "mean": rec.mean, "std": rec.std,
-                "measured_at": rec.measured_at}
-            self._best = (key, fields)
+    def _best_key(self) -> tuple:
+        return (self.strategy.t, self.strategy.dataset_size, self.config.fingerprint)
+
+    def _best_entry(self) -> tuple[tuple, dict | None]:
+        """`(key, fields)` of the recommendation now (tvbod/core/recommend.py)."""
+        rec = recommend(self.strategy)
+        fields = None if rec is None else {
+            "gains": self.config.gains(rec.x), "mean": rec.mean, "std": rec.std,
+            "measured_at": rec.measured_at}
+        return self._best_key(), fields
+
+    def best(self, req: Best | None = None, busy: bool = False) -> BestReply:
+        """The recommendation now, cached until the next tell (a worker computes it with the
+        next proposal). `busy`: a job runs on this plant, so the newest recommendation computed
+        is reported without touching the strategy (`status` across all plants)."""
+        if not busy and (self._best is None or self._best[0] != self._best_key()):
+            self._best = self._best_entry()
+        fields = (self._best or (None, None))[1]
         return BestReply(None if req is None else req.request_id, plant=self.name,
                          t=self.strategy.t, dataset_size=self.strategy.dataset_size,
-                         sense=self.config.sense, rule=_BEST_RULE, **(self._best[1] or {}))
+                         sense=self.config.sense, rule=_BEST_RULE, **(fields or {}))
 
     def synced(self) -> None:
         """The journal was fsync'd: write the event lines of the tells it made durable.
@@ -320,16 +329,33 @@ class PlantRuntime(PlantTransitions, PlantRecovery):
         self.events.emit("proposal_abandoned", t=t, proposal_id=pid,
                          timeout_s=self.config.proposal_timeout)
 
-    def prepare(self) -> bool:
-        """Compute the next proposal ahead of the `ask` (deterministic, so it changes no outcome)."""
-        if self.proposal is None and self.strategy.pending is None:
-            self.strategy.ask()
-            return True
-        return False
+    def needs_preparation(self) -> bool:
+        """True when the next proposal is not computed yet (after a tell, or at start)."""
+        return self.proposal is None and not self.strategy.proposal_ready
 
-    def status(self, with_best: bool = False) -> dict[str, Any]:
+    def prepare(self) -> tuple[tuple, dict | None]:
+        """The next step's model work, on a worker thread (tvbod/service/workers.py): the tell's
+        deferred refit (`settle`), the next proposal and the recommendation; returns the `best`
+        cache entry. Deterministic, so it changes no outcome, only when the work is done."""
+        self.strategy.ask()
+        return self._best_entry()
+
+    def prepared(self, outcome) -> None:
+        """A job's result, back on the loop thread: the `best` cache, `slow_proposal`, errors."""
+        if outcome.error is not None:
+            self.events.emit("internal_error", level="error", where="prepare",
+                             error=repr(outcome.error))
+            return
+        self._best = outcome.best
+        ms = outcome.seconds * 1e3
+        if ms > self.ask_time_budget_ms:
+            self.events.emit("slow_proposal", level="warning", t=outcome.t, ms=round(ms, 1),
+                             budget_ms=self.ask_time_budget_ms)
+
+    def status(self, with_best: bool = False, busy: bool = False) -> dict[str, Any]:
         """Counters and latencies; `with_best` adds `best` (the `status` request; not the
-        once-a-second STATUS= line, for which a posterior per plant would cost too much)."""
+        once-a-second STATUS= line, for which a posterior per plant would cost too much);
+        `busy`: see `best`."""
         ask50, ask99 = self.latency["ask"].percentiles()
         tell50, tell99 = self.latency["tell"].percentiles()
         s = self.strategy
@@ -338,7 +364,7 @@ class PlantRuntime(PlantTransitions, PlantRecovery):
             "resets": s.resets, "last_reset_t": s.last_reset_t, "tells": self.tells,
             "failed_tells": self.failed_tells, "pending": self._proposal_fields(),
             "adapter": self.adapter,
-            **({"best": self.best().body()} if with_best else {}),
+            **({"best": self.best(busy=busy).body()} if with_best else {}),
             "latency": {"ask_p50_ms": ask50, "ask_p99_ms": ask99,
                         "tell_p50_ms": tell50, "tell_p99_ms": tell99},
         }

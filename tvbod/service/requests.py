@@ -1,8 +1,10 @@
 """Requests: how the daemon answers one multipart message (mixed into `Server`).
 
-`_handle` decodes the request, dispatches it through a plain dict of handlers and turns every
+`_answer` decodes the request, dispatches it through a plain dict of handlers and turns every
 exception into an error reply: this is the one place errors become codes (a `ProtocolError`
-carries its own; a `StorageError` is `storage_unavailable`; anything else `internal`).
+carries its own; a `StorageError` is `storage_unavailable`; anything else `internal`). A request
+for a plant whose next step a worker prepares (tvbod/service/workers.py) is parked and answered
+when the job is collected, so one plant's refit never delays another plant's reply.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 import traceback
+from collections import deque
 from typing import Any, Callable
 
 from tvbod import __version__
@@ -23,6 +26,8 @@ from tvbod.service.store import StorageError
 #: client_error events per peer per window before they are only counted.
 _CLIENT_ERROR_BURST = 20
 _CLIENT_ERROR_WINDOW_S = 10.0
+#: Requests held per plant while its model job runs; beyond, `overloaded` (retryable).
+_PARKED_PER_PLANT = 256
 
 
 class ClientErrorLimiter:
@@ -49,11 +54,7 @@ class RequestHandling:
     """`Server`'s request half: the handlers of `Server._handlers` and the one error mapping."""
 
     def _handle(self, frames: list[bytes]) -> list[bytes] | None:
-        """Turn one multipart message into reply frames; every failure becomes an error reply.
-
-        The one place errors become codes: a `ProtocolError` carries its own (the request's id
-        when the raiser gave none), a `StorageError` is `storage_unavailable`, anything else
-        `internal`."""
+        """Turn one multipart message into reply frames (None: no reply now, or none at all)."""
         self.messages += 1
         peer = frames[0] if frames else b""
         try:
@@ -62,14 +63,25 @@ class RequestHandling:
             self.metrics.message("invalid")
             self._client_error(peer, exc)
             return [peer, encode(exc.to_reply())] if peer else None
-        req = None
+        return self._answer(env, peer)
+
+    def _answer(self, env, peer: bytes, req=None) -> list[bytes] | None:
+        """Decode (unless `req` is the parked request) and dispatch; every failure becomes an
+        error reply. A request for a plant whose model work runs is parked (`_park`).
+
+        The one place errors become codes: a `ProtocolError` carries its own (the request's id
+        when the raiser gave none), a `StorageError` is `storage_unavailable`, anything else
+        `internal`."""
         try:
-            try:
-                req = decode_request(env.payload, self.config.max_message_bytes)
-            finally:
-                self.metrics.message(req.type if req is not None else "invalid")
-            if self._fault_check is not None:
-                self._fault_check()
+            if req is None:
+                try:
+                    req = decode_request(env.payload, self.config.max_message_bytes)
+                finally:
+                    self.metrics.message(req.type if req is not None else "invalid")
+                if self._fault_check is not None:
+                    self._fault_check()
+                if self._park(env, peer, req):
+                    return None
             reply = self._handlers[req.type](req).to_message()
         except (ProtocolError, StorageError) as exc:
             if isinstance(exc, StorageError):
@@ -86,6 +98,51 @@ class RequestHandling:
             self.metrics.client_error(str(ErrorCode.INTERNAL))
             reply = error_reply(rid, ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}")
         return env.reply_frames(encode(reply))
+
+    # ------------------------------------------------------------------ parking (workers.py)
+    def _park(self, env, peer: bytes, req) -> bool:
+        """Hold a request that must read a plant whose job runs (or behind one already held,
+        keeping each plant's arrival order); True if held. A `status` of all plants waits
+        only for the plants busy when it arrived (the others report their newest state)."""
+        name = getattr(req, "plant", None)
+        if name is not None and name in self.plants:
+            if self._workers.busy(name) or self._parked.get(name):
+                held = self._parked.setdefault(name, deque())
+                if len(held) >= _PARKED_PER_PLANT:
+                    raise ProtocolError(ErrorCode.OVERLOADED,
+                                        f"plant {name!r} is preparing its next step and "
+                                        f"{len(held)} requests wait for it; retry shortly")
+                held.append((env, peer, req))
+                return True
+            return False
+        if req.type == "status":
+            waiting = {n for n in self.plants if self._workers.busy(n)}
+            if waiting:
+                self._parked_status.append((waiting, env, peer, req))
+                return True
+        return False
+
+    def _resume(self, finished: list[str]) -> list[list[bytes]]:
+        """Answer what the plants in `finished` held, in order, until one is busy again."""
+        replies = []
+        for name in finished:
+            held = self._parked.get(name)
+            while held and not self._workers.busy(name):
+                frames = self._answer(*held.popleft())
+                if frames is not None:
+                    replies.append(frames)
+            if held is not None and not held:
+                del self._parked[name]
+        if self._parked_status:
+            still = []
+            for waiting, env, peer, req in self._parked_status:
+                waiting = {n for n in waiting if self._workers.busy(n)}
+                if waiting:
+                    still.append((waiting, env, peer, req))
+                else:
+                    replies.append(self._answer(env, peer, req))
+            self._parked_status = still
+        return replies
 
     def _client_error(self, peer: bytes, exc: ProtocolError) -> None:
         self.metrics.client_error(str(exc.code))
@@ -121,17 +178,23 @@ class RequestHandling:
         return self._timed(req, self._plant(req).ask)
 
     def _tell(self, req) -> Reply:
-        return self._timed(req, self._plant(req).tell)
+        return self._stepped(req, self._timed(req, self._plant(req).tell))
 
     def _observe(self, req) -> Reply:
-        return self._timed(req, self._plant(req).observe)
+        return self._stepped(req, self._timed(req, self._plant(req).observe))
+
+    def _stepped(self, req, reply: Reply) -> Reply:
+        """After a measurement was applied: its plant's next step is prepared by a worker."""
+        self._workers.start(self.plants[req.plant])
+        return reply
 
     def _best(self, req) -> Reply:
         return self._plant(req).best(req)
 
     def _status(self, req: Status) -> Reply:
         plants = [self._plant(req)] if req.plant is not None else list(self.plants.values())
-        return StatusReply(req.request_id, plants=[p.status(with_best=True) for p in plants],
+        return StatusReply(req.request_id,
+                           plants=[p.status(True, self._workers.busy(p.name)) for p in plants],
                            daemon={"version": __version__, "pid": os.getpid(),
                                    "uptime_s": round(time.time() - self.started, 3),
                                    "messages": self.messages})

@@ -14,6 +14,8 @@ import os
 import signal
 import socket
 import time
+import sys
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
@@ -32,6 +34,7 @@ from tvbod.service.live_reload import LiveReload
 from tvbod.service.requests import ClientErrorLimiter, RequestHandling
 from tvbod.service.sdnotify import Notifier, status_line
 from tvbod.service.store import PlantStore, StorageError
+from tvbod.service.workers import ModelWorkers
 
 __all__ = ["DaemonLockedError", "Server", "probe_endpoint"]
 
@@ -41,6 +44,12 @@ _BATCH = 256
 _IDLE_POLL_MS = 100
 #: Threads that fsync the journals of one batch concurrently (ext4 folds them into one commit).
 _SYNC_THREADS = 16
+#: Threads preparing plants' next steps (workers.py): LAPACK releases the GIL, Python does not,
+#: so more threads than cores only add contention with the loop thread.
+_MODEL_THREADS = min(2, os.cpu_count() or 1)
+#: How long a thread may hold the GIL while another waits (CPython's default is 5 ms): short,
+#: so a worker's Python code cannot delay the loop's replies by more than this per hand-over.
+_SWITCH_INTERVAL_S = 0.0005
 
 
 class DaemonLockedError(TvbodError):
@@ -73,7 +82,11 @@ class Server(RequestHandling, LiveReload):
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._errors = ClientErrorLimiter()
-        self._writer, self._fault_check = from_environment()
+        self._writer, self._fault_check, hold = from_environment()
+        self._workers = ModelWorkers(_MODEL_THREADS, self._wake_w, hold)
+        #: requests held while their plant's job runs, per plant / `status` of all plants
+        self._parked: dict[str, deque] = {}
+        self._parked_status: list[tuple] = []
         self._handlers: dict[str, Callable[[Any], Reply]] = {
             "hello": self._hello, "ask": self._ask, "tell": self._tell,
             "status": self._status, "ping": self._ping,
@@ -149,24 +162,29 @@ class Server(RequestHandling, LiveReload):
             pass
 
     def serve(self) -> None:
-        """Run until a stop is requested; each turn: messages, then timeouts, then idle work."""
+        """Run until a stop is requested; each turn: finished model jobs and the requests they
+        held, new messages, timeouts; then the group commit, the replies, checkpoints."""
         assert self.sock is not None
+        sys.setswitchinterval(_SWITCH_INTERVAL_S)
         poller = zmq.Poller()
         poller.register(self.sock, zmq.POLLIN)
         poller.register(self._wake_r.fileno(), zmq.POLLIN)
-        needs_prep = True
+        self._start_jobs()
         while not self.stop_requested:
-            ready = dict(poller.poll(0 if needs_prep else _IDLE_POLL_MS))
+            ready = dict(poller.poll(_IDLE_POLL_MS))
             if self._wake_r.fileno() in ready:
                 self._drain_wakeups()
+            replies: list[list[bytes]] = []
             if self.reload_requested:
                 self.reload_requested = False
                 self.notifier.reloading()
+                replies += self._collect(self._workers.wait_all())
                 self.reload()
+                self._start_jobs()
                 self.notifier.ready(self.status_line())
-            replies: list[list[bytes]] = []
+            replies += self._collect(self._workers.collect())
             if self.sock in ready:
-                replies = self._drain_socket()
+                replies += self._drain_socket()
             now = time.monotonic()
             for plant in self.plants.values():
                 plant.tick(now)
@@ -182,7 +200,21 @@ class Server(RequestHandling, LiveReload):
             for frames in replies:
                 self._send(frames)
             self._checkpoint_due_plants()
-            needs_prep = True if replies else self._prepare_one()
+
+    def _collect(self, finished) -> list[list[bytes]]:
+        """Hand finished jobs to their plants; the replies to the requests they held."""
+        names = []
+        for name, outcome in finished:
+            plant = self.plants.get(name)
+            if plant is not None:
+                plant.prepared(outcome)
+                names.append(name)
+        return self._resume(names) if names or self._parked_status else []
+
+    def _start_jobs(self) -> None:
+        """Prepare every plant whose next step is not computed (at start, after a reload)."""
+        for plant in self.plants.values():
+            self._workers.start(plant)
 
     def _pool(self) -> ThreadPoolExecutor:
         if self._sync_pool is None:
@@ -195,7 +227,8 @@ class Server(RequestHandling, LiveReload):
         Runs after the batch's replies went out; state snapshots are taken on this thread, and
         each worker touches only its own plant's files.
         """
-        due = [(p, p.state()) for p in self.plants.values() if p.checkpoint_due]
+        due = [(p, p.state()) for p in self.plants.values()
+               if p.checkpoint_due and not self._workers.busy(p.name)]
         if not due:
             return
 
@@ -269,19 +302,11 @@ class Server(RequestHandling, LiveReload):
             if exc.errno not in (errno.EHOSTUNREACH, zmq.EAGAIN):
                 raise
 
-    def _prepare_one(self) -> bool:
-        """Compute one plant's next proposal ahead of its `ask`; True if work remains."""
-        for plant in self.plants.values():
-            try:
-                if plant.prepare():
-                    return True
-            except Exception as exc:  # noqa: BLE001 - preparation is an optimisation only
-                plant.events.emit("internal_error", level="error", where="prepare", error=repr(exc))
-        return False
-
     def shutdown(self) -> None:
         """Checkpoint every plant, close the socket (linger 0) and release the lock."""
         self.notifier.stopping()
+        self._workers.wait_all()  # a job's result is recomputable; the checkpoint needs it done
+        self._workers.shutdown()
         for plant in self.plants.values():
             try:
                 plant.checkpoint("stop")

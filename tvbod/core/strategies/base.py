@@ -45,6 +45,12 @@ class Strategy(ABC):
     """A seeded, deterministic sequential optimizer over a domain (maximizes internally)."""
 
     name: str
+    _pending: np.ndarray | None = None  # the computed next proposal (internal coordinates)
+
+    @property
+    def proposal_ready(self) -> bool:
+        """True when the next proposal is computed: `ask` only returns it."""
+        return self._pending is not None
 
     @property
     @abstractmethod

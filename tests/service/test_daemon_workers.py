@@ -1,0 +1,134 @@
+"""Model work off the reply path (tvbod/service/workers.py), over a real daemon process.
+
+A fault file holds one plant's model job (`hold-prepare:NAME`, tvbod/service/faults.py) as an
+endless refit would, so the tests prove by order, not by timing, that the held plant's tell is
+acknowledged, that its next ask waits for its job alone, and that every other plant is served."""
+
+import subprocess
+import sys
+
+import msgpack
+from daemon_harness import Daemon, RawPeer, objective
+
+MAP = """\
+  hyperparameters:
+    lengthscales: map
+    prior: {shape: 3.0, rate: 6.0}
+    bounds: [0.05, 5.0]
+    refit_every: 1
+    restarts: 2
+    maxiter: 30
+"""
+PLANTS = {"alpha": {"extra": MAP}, "beta": {"seed": 2}}
+
+
+def _msg(kind: str, plant: str | None, rid: str, **fields) -> dict:
+    return {"v": 1, "type": kind, "id": rid, **({"plant": plant} if plant else {}), **fields}
+
+
+def _steps(c, n: int) -> list[tuple]:
+    out = []
+    for _ in range(n):
+        p = c.ask()
+        out.append((p["proposal_id"], tuple(p["gains"].values())))
+        c.tell(p["proposal_id"], objective(p["gains"], p["t"]))
+    return out
+
+
+def _reference(root, steps: int) -> list[tuple]:
+    """alpha's proposals over `steps` steps of a daemon that never held a job."""
+    d = Daemon(root, plants=PLANTS).start()
+    with d.client("alpha") as c:
+        proposals = _steps(c, steps)
+        proposals.append((c.ask()["proposal_id"], tuple(c.ask()["gains"].values())))
+    assert d.stop() == 0
+    return proposals
+
+
+def _hold(d: Daemon, fault, plant: str | None) -> None:
+    fault.write_text(f"hold-prepare:{plant}" if plant else "")
+
+
+def test_a_held_refit_delays_only_its_own_plant(tmp_path):
+    expected = _reference(tmp_path / "ref", 6)
+    fault = tmp_path / "fault"
+    fault.write_text("")
+    d = Daemon(tmp_path / "d", plants=PLANTS, env={"TVBOD_FAULT_FILE": str(fault)}).start()
+    peer = RawPeer(d.endpoint)
+    try:
+        with d.client("alpha") as a, d.client("beta") as b:
+            got = _steps(a, 5)
+            p = a.ask()
+            got.append((p["proposal_id"], tuple(p["gains"].values())))
+            _hold(d, fault, "alpha")
+            told = a.tell(p["proposal_id"], objective(p["gains"], p["t"]))
+            assert told["t"] == 6  # acknowledged: durable and decided, the refit still to come
+            peer.sock.send_multipart([b"", msgpack.packb(
+                _msg("ask", "alpha", "held-ask", adapter="tvbod-client"))])
+            assert peer.sock.poll(500) == 0  # waits for alpha's job, which is held
+            beta = _steps(b, 4)  # ... while beta is served: ask, tell, refit, ask again
+            assert [pid for pid, _ in beta] == [f"beta:{t}" for t in range(1, 5)]
+            assert b.status("beta")["plants"][0]["t"] == 5
+            assert peer.sock.poll(0) == 0
+            _hold(d, fault, None)
+            assert peer.sock.poll(60_000)
+            reply = msgpack.unpackb(peer.sock.recv_multipart()[-1])
+            assert reply.get("ok") and reply["id"] == "held-ask", reply
+            got.append((reply["proposal_id"], tuple(reply["gains"].values())))
+        assert got == expected  # the same proposals as a daemon that never waited
+    finally:
+        peer.close()
+        assert d.stop() == 0
+
+
+def test_a_status_of_all_plants_waits_for_the_plants_busy_when_it_came(tmp_path):
+    fault = tmp_path / "fault"
+    fault.write_text("")
+    d = Daemon(tmp_path / "d", plants=PLANTS, env={"TVBOD_FAULT_FILE": str(fault)}).start()
+    peer = RawPeer(d.endpoint)
+    try:
+        with d.client("alpha") as a:
+            _steps(a, 2)
+            p = a.ask()
+            _hold(d, fault, "alpha")
+            a.tell(p["proposal_id"], objective(p["gains"], p["t"]))
+            peer.sock.send_multipart([b"", msgpack.packb(_msg("status", None, "s"))])
+            assert peer.sock.poll(500) == 0
+            with d.client("beta") as b:
+                assert b.ping()["pong"]  # the loop answers others meanwhile
+            _hold(d, fault, None)
+            assert peer.sock.poll(60_000)
+            reply = msgpack.unpackb(peer.sock.recv_multipart()[-1])
+        plants = {s["plant"]: s for s in reply["plants"]}
+        assert plants["alpha"]["t"] == 4 and plants["alpha"]["best"]["measured_at"] >= 1
+        assert set(plants) == {"alpha", "beta"}
+    finally:
+        peer.close()
+        assert d.stop() == 0
+
+
+def test_sigkill_while_a_refit_runs_loses_nothing_and_resumes_exactly(tmp_path):
+    expected = _reference(tmp_path / "ref", 6)
+    fault = tmp_path / "fault"
+    fault.write_text("")
+    d = Daemon(tmp_path / "d", plants=PLANTS, env={"TVBOD_FAULT_FILE": str(fault)}).start()
+    with d.client("alpha") as a:
+        got = _steps(a, 5)
+        p = a.ask()
+        got.append((p["proposal_id"], tuple(p["gains"].values())))
+        _hold(d, fault, "alpha")
+        assert a.tell(p["proposal_id"], objective(p["gains"], p["t"]))["t"] == 6
+    d.kill()  # the acknowledged tell's refit never finished
+    _hold(d, fault, None)
+    d.start()
+    with d.client("alpha") as a:
+        p = a.ask()
+        got.append((p["proposal_id"], tuple(p["gains"].values())))
+    assert got == expected
+    assert [e["t"] for e in d.events() if e["event"] == "measurement"
+            and not e.get("replayed")] == list(range(1, 7))
+    assert d.stop() == 0
+    # and the offline replay of the logged data agrees exactly
+    out = subprocess.run([sys.executable, "-m", "tvbod", "replay", str(d.state / "plants" / "alpha")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
