@@ -4,36 +4,34 @@ Every state change is a journal record applied by one transition, `_apply`, both
 replaying the journal on start; it returns what it did (`Applied`). Live, a record is first
 appended to the journal (fsync'd), then applied, then answered: a crash at any point either loses
 an unacknowledged request (the client retries it) or replays an acknowledged one exactly (same
-seeds, same order, same result). Restore, checkpoints and reconfiguration are in recovery.py.
+seeds, same order, same result). Restore, checkpoints and reconfiguration are in recovery.py,
+what the plant reports (`hello`, `best`, `status`) in readouts.py, the measurement checks in
+measurement_checks.py.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
 from tvbod.core import Strategy, make_strategy
-from tvbod.core.errors import DomainError
-from tvbod.core.recommend import recommend
 from tvbod.protocol import (
-    Ask, AskReply, Best, BestReply, ErrorCode, Hello, HelloReply, Observe, ObserveReply,
+    Ask, AskReply, ErrorCode, Hello, HelloReply, Observe, ObserveReply,
     ProtocolError, Tell, TellReply,
 )
 from tvbod.service.config import PlantConfig
 from tvbod.service.events import PlantEventLog
+from tvbod.service.measurement_checks import MeasurementChecks, observation_point
+from tvbod.service.readouts import LatencyWindow, PlantReadouts
 from tvbod.service.recovery import PlantRecovery, RestoreError
 from tvbod.service.store import PlantStore, StorageError
 from tvbod.service.transition import Applied, PlantTransitions, bounded_add
 
 __all__ = ["Applied", "LatencyWindow", "PlantRuntime", "RestoreError", "observation_point"]
-
-#: Latency samples kept per request type for the status percentiles.
-_LATENCY_WINDOW = 1000
-_BEST_RULE = "posterior-mean maximizer over D"
 
 
 def _digest(req: Ask | Tell | Observe) -> str:
@@ -47,38 +45,7 @@ def _digest(req: Ask | Tell | Observe) -> str:
     return hashlib.sha256(repr(key).encode()).hexdigest()[:16]
 
 
-def observation_point(config: PlantConfig, strategy: Strategy, gains: dict,
-                      request_id=None) -> np.ndarray:
-    """The physical point of `gains` (every parameter by name, within its bounds), else
-    `bad_field` / `out_of_bounds`. Shared by `observe` and `tvbod import`."""
-    try:
-        x = config.point(gains)
-    except DomainError as exc:
-        raise ProtocolError(ErrorCode.BAD_FIELD, str(exc), request_id) from None
-    try:
-        strategy.domain.to_internal(x)
-    except DomainError as exc:
-        raise ProtocolError(ErrorCode.OUT_OF_BOUNDS, str(exc), request_id) from None
-    return x
-
-
-class LatencyWindow:
-    """The last `_LATENCY_WINDOW` service times of one request type, for p50/p99 in `status`."""
-
-    def __init__(self) -> None:
-        self.samples: deque[float] = deque(maxlen=_LATENCY_WINDOW)
-
-    def add(self, seconds: float) -> None:
-        self.samples.append(seconds)
-
-    def percentiles(self) -> tuple[float | None, float | None]:
-        if not self.samples:
-            return None, None
-        p50, p99 = np.percentile(np.fromiter(self.samples, float), [50, 99])
-        return round(float(p50) * 1e3, 3), round(float(p99) * 1e3, 3)
-
-
-class PlantRuntime(PlantTransitions, PlantRecovery):
+class PlantRuntime(PlantTransitions, PlantRecovery, PlantReadouts, MeasurementChecks):
     """The daemon's view of one plant; the server calls `hello`, `ask`, `tell`, `status`, `tick`
     (and `restore`, `checkpoint`, `reconfigure` from recovery.py)."""
 
@@ -115,19 +82,6 @@ class PlantRuntime(PlantTransitions, PlantRecovery):
         self._held: list[Applied] = []  # tells whose events wait for the journal's fsync
 
     # ------------------------------------------------------------------ requests
-    def describe(self) -> dict[str, Any]:
-        """The plant's description for `hello` and `status`."""
-        params = [{"name": p.name, "lower": p.lower, "upper": p.upper, "unit": p.unit,
-                   **({"arms": p.arms} if p.arms else {})} for p in self.config.parameters]
-        return {"plant": self.name, "parameters": params, "sense": self.config.sense,
-                "t": self.strategy.t, "pending": self._proposal_fields()}
-
-    def _proposal_fields(self) -> dict[str, Any] | None:
-        if self.proposal is None:
-            return None
-        return {"proposal_id": self.proposal["id"], "gains": self.proposal["gains"],
-                "t": self.proposal["t"]}
-
     def claim(self, adapter: str | None, request_id) -> None:
         """One adapter drives a plant at a time. Its claim lasts `proposal_timeout` seconds
         after its last request; a restarted adapter with the same name takes over at once.
@@ -223,28 +177,6 @@ class PlantRuntime(PlantTransitions, PlantRecovery):
         self.latency["tell"].add(time.perf_counter() - start)
         return TellReply.from_body(req.request_id, applied.reply, duplicate=False)
 
-    def _guard_measurement(self, y: float, request_id) -> None:
-        """Refuse a measurement beyond `max_measurement_sigmas` prior standard deviations on the
-        GP scale (a unit mistake or a garbage sensor value): `bad_field`, nothing applied. An
-        auto-calibrated map has no scale before its second measurement: nothing to judge by."""
-        output = getattr(self.strategy, "output", None)
-        if output is not None and not output.has_scale:
-            return
-        limit = self.config.max_measurement_sigmas * float(np.sqrt(self.strategy.spec.kernel.variance))
-        with np.errstate(all="ignore"):
-            scaled = abs(self.strategy.to_internal_y(y))
-        if not scaled <= limit:
-            raise ProtocolError(
-                ErrorCode.BAD_FIELD,
-                f"measurement {y!r} is {scaled:.3g} prior standard deviations from the plant's "
-                f"offset, beyond max_measurement_sigmas = {self.config.max_measurement_sigmas:g} "
-                f"(plant file {self.config.path}); check the units, or send failed=true",
-                request_id)
-
-    def check_observation(self, gains: dict, request_id=None) -> np.ndarray:
-        """The physical point of `gains` (see `observation_point`)."""
-        return observation_point(self.config, self.strategy, gains, request_id)
-
     def observe(self, req: Observe) -> ObserveReply:
         """A measurement taken elsewhere: journaled, applied and evented like a tell. It is a
         step: it gets the plant's next `t` (docs/protocol.md, observe)."""
@@ -276,28 +208,6 @@ class PlantRuntime(PlantTransitions, PlantRecovery):
         self._held.append(applied)
         return applied
 
-    def _best_key(self) -> tuple:
-        return (self.strategy.t, self.strategy.dataset_size, self.config.fingerprint)
-
-    def _best_entry(self) -> tuple[tuple, dict | None]:
-        """`(key, fields)` of the recommendation now (tvbod/core/recommend.py)."""
-        rec = recommend(self.strategy)
-        fields = None if rec is None else {
-            "gains": self.config.gains(rec.x), "mean": rec.mean, "std": rec.std,
-            "measured_at": rec.measured_at}
-        return self._best_key(), fields
-
-    def best(self, req: Best | None = None, busy: bool = False) -> BestReply:
-        """The recommendation now, cached until the next tell (a worker computes it with the
-        next proposal). `busy`: a job runs on this plant, so the newest recommendation computed
-        is reported without touching the strategy (`status` across all plants)."""
-        if not busy and (self._best is None or self._best[0] != self._best_key()):
-            self._best = self._best_entry()
-        fields = (self._best or (None, None))[1]
-        return BestReply(None if req is None else req.request_id, plant=self.name,
-                         t=self.strategy.t, dataset_size=self.strategy.dataset_size,
-                         sense=self.config.sense, rule=_BEST_RULE, **(fields or {}))
-
     def synced(self) -> None:
         """The journal was fsync'd: write the event lines of the tells it made durable.
 
@@ -307,12 +217,6 @@ class PlantRuntime(PlantTransitions, PlantRecovery):
         held, self._held = self._held, []
         for applied in held:
             self._emit_tell_events(applied)
-
-    def _failure_value(self, x: np.ndarray) -> float:
-        """The measurement substituted for a failed experiment (the plant's `failure` policy)."""
-        policy = self.config.failure
-        mean, std = self.strategy.predict(x) if policy.kind != "penalty" else (0.0, 0.0)
-        return policy.measurement(mean, std, self.config.sense)
 
     # ------------------------------------------------------------------ housekeeping
     def tick(self, now: float) -> None:
@@ -351,23 +255,6 @@ class PlantRuntime(PlantTransitions, PlantRecovery):
         if ms > self.ask_time_budget_ms:
             self.events.emit("slow_proposal", level="warning", t=outcome.t, ms=round(ms, 1),
                              budget_ms=self.ask_time_budget_ms)
-
-    def status(self, with_best: bool = False, busy: bool = False) -> dict[str, Any]:
-        """Counters and latencies; `with_best` adds `best` (the `status` request; not the
-        once-a-second STATUS= line, for which a posterior per plant would cost too much);
-        `busy`: see `best`."""
-        ask50, ask99 = self.latency["ask"].percentiles()
-        tell50, tell99 = self.latency["tell"].percentiles()
-        s = self.strategy
-        return {
-            "plant": self.name, "strategy": s.name, "t": s.t, "dataset_size": s.dataset_size,
-            "resets": s.resets, "last_reset_t": s.last_reset_t, "tells": self.tells,
-            "failed_tells": self.failed_tells, "pending": self._proposal_fields(),
-            "adapter": self.adapter,
-            **({"best": self.best(busy=busy).body()} if with_best else {}),
-            "latency": {"ask_p50_ms": ask50, "ask_p99_ms": ask99,
-                        "tell_p50_ms": tell50, "tell_p99_ms": tell99},
-        }
 
     def close(self) -> None:
         self.store.close()

@@ -27,13 +27,14 @@ from tvbod.protocol import Reply
 from tvbod.service.binding import bind_router, probe_endpoint
 from tvbod.service.config import DaemonConfig
 from tvbod.service.events import EventSink
+from tvbod.service.group_commit import GroupCommit
 from tvbod.service.faults import from_environment
 from tvbod.service.metrics import Metrics
 from tvbod.service.plant import PlantRuntime
 from tvbod.service.live_reload import LiveReload
 from tvbod.service.requests import ClientErrorLimiter, RequestHandling
 from tvbod.service.sdnotify import Notifier, status_line
-from tvbod.service.store import PlantStore, StorageError
+from tvbod.service.store import PlantStore
 from tvbod.service.workers import ModelWorkers
 
 __all__ = ["DaemonLockedError", "Server", "probe_endpoint"]
@@ -42,8 +43,6 @@ __all__ = ["DaemonLockedError", "Server", "probe_endpoint"]
 _BATCH = 256
 #: Idle poll timeout: how often timeouts are checked when nothing happens.
 _IDLE_POLL_MS = 100
-#: Threads that fsync the journals of one batch concurrently (ext4 folds them into one commit).
-_SYNC_THREADS = 16
 #: Threads preparing plants' next steps (workers.py): LAPACK releases the GIL, Python does not,
 #: so more threads than cores only add contention with the loop thread.
 _MODEL_THREADS = min(2, os.cpu_count() or 1)
@@ -56,7 +55,7 @@ class DaemonLockedError(TvbodError):
     """Another daemon holds the state directory, or serves one of the configured endpoints."""
 
 
-class Server(RequestHandling, LiveReload):
+class Server(RequestHandling, LiveReload, GroupCommit):
     """Hosts one `PlantRuntime` per configured plant behind a ZeroMQ ROUTER socket."""
 
     def __init__(self, config: DaemonConfig, sink: EventSink, notifier: Notifier | None = None,
@@ -215,54 +214,6 @@ class Server(RequestHandling, LiveReload):
         """Prepare every plant whose next step is not computed (at start, after a reload)."""
         for plant in self.plants.values():
             self._workers.start(plant)
-
-    def _pool(self) -> ThreadPoolExecutor:
-        if self._sync_pool is None:
-            self._sync_pool = ThreadPoolExecutor(_SYNC_THREADS, "tvbod-io")
-        return self._sync_pool
-
-    def _checkpoint_due_plants(self) -> None:
-        """Checkpoint every plant whose journal is long enough, the file I/O concurrently.
-
-        Runs after the batch's replies went out; state snapshots are taken on this thread, and
-        each worker touches only its own plant's files.
-        """
-        due = [(p, p.state()) for p in self.plants.values()
-               if p.checkpoint_due and not self._workers.busy(p.name)]
-        if not due:
-            return
-
-        def write(item):
-            plant, state = item
-            try:
-                return plant, plant.write_checkpoint(state), None
-            except StorageError as exc:
-                return plant, None, exc
-
-        results = [write(due[0])] if len(due) == 1 else list(self._pool().map(write, due))
-        for plant, path, error in results:
-            plant.checkpoint_done(path, error, "periodic")
-
-    def _sync_journals(self) -> bool:
-        """Group commit: fsync every journal this batch wrote, concurrently. False on failure."""
-        dirty = [p.store.journal for p in self.plants.values() if p.store.journal.unsynced]
-        start = time.perf_counter()
-        try:
-            if len(dirty) == 1:
-                dirty[0].sync()
-            elif dirty:
-                list(self._pool().map(lambda j: j.sync(), dirty))
-        except StorageError as exc:
-            # After a failed fsync the page cache cannot be trusted (the PostgreSQL lesson):
-            # stop without replying; a restart recovers from what is really on disk.
-            self.sink.emit("storage_error", level="critical", what="journal fsync", error=str(exc),
-                           action="stopping; restart recovers from the journal on disk")
-            self.exit_code = 1
-            self.stop_requested = True
-            return False
-        if dirty:
-            self.metrics.fsync(time.perf_counter() - start)
-        return True
 
     def status_line(self) -> str:
         """The `STATUS=` text for systemd: plants, their adapters and last resets."""
