@@ -13,10 +13,11 @@ import sys
 import time
 
 import pytest
+import yaml
 
 from tvbod.bench.daemon import run_case
 from tvbod.bench.daemon_load import LoadGenerator, PlantSpec
-from tvbod.bench.daemon_plants import write_plant
+from tvbod.bench.daemon_plants import plant_mapping, write_plant
 from tvbod.bench.daemon_proc import DaemonProcess, write_daemon_file
 
 
@@ -29,9 +30,18 @@ def _bench(tmp_path, *args, timeout=300):
 
 
 def test_open_loop_run_seeds_through_observe_restarts_and_reports_every_class(tmp_path):
+    work = tmp_path / "work"
     out, res = _bench(tmp_path, "--box-plants", "1", "--box-n", "12", "--arms-plants", "2",
                       "--arms-rate", "5", "--waiting-every", "2", "--duration", "3",
-                      "--warmup", "0.5", "--progress", "1")
+                      "--warmup", "0.5", "--progress", "1", "--workdir", str(work))
+    # The timed phase ran the shipped cart-pole mapping: the file as shipped (renamed), and the
+    # restarted daemon saw the seeding's refit_every change back.
+    assert yaml.safe_load((work / "plants" / "box000.yaml").read_text()) == \
+        plant_mapping("box", "box000")
+    reloads = [json.loads(line) for line in (work / "daemon-2.log").read_text().splitlines()
+               if '"config_reloaded"' in line]
+    assert [(e["plant"], e["changed"]) for e in reloads] == \
+        [("box000", ["hyperparameters.refit_every"])]
     assert res["complete"] is True and res["plants"] == 3
     # Two starts, both READY (the daemon's own READY=1): fresh, then restarted on seeded state.
     assert [s["what"] for s in res["starts"]] == ["fresh", "restart after seeding"]

@@ -130,6 +130,7 @@ class LoadGenerator:
         self.measure_from = math.inf
         self.replies = 0
         self.stray = 0
+        self.lag: dict[str, list[float]] = defaultdict(list)
 
     def watch_daemon(self, daemon: DaemonProcess) -> None:
         """Follow `daemon` (after a restart): its notifications are drained by the loop."""
@@ -246,6 +247,7 @@ class LoadGenerator:
         record = when >= self.measure_from
         if record:
             self.rec.count(self.phase, p.spec.group, "slots")
+            self.lag[self.phase].append(now - when)  # > 0: this process was late (saturated)
         if p.inflight is not None or p.ask_due:
             if record:
                 self.rec.count(self.phase, p.spec.group, "missed_slots")
@@ -297,7 +299,10 @@ class LoadGenerator:
         sizes: dict[str, list[int]] = {}
         for p in self.plants:
             sizes.setdefault(p.spec.group, []).append(p.dataset_size)
-        return {"phase": self.phase, "complete": reason is None, "reason": reason,
+        lag = sorted(self.lag.get(self.phase, []))
+        lag_ms = {"slot_lag_p50_ms": lag[len(lag) // 2] * 1e3 if lag else None,
+                  "slot_lag_p99_ms": lag[int(0.99 * (len(lag) - 1))] * 1e3 if lag else None}
+        return {"phase": self.phase, "complete": reason is None, "reason": reason, **lag_ms,
                 "seconds": wall, "daemon_cpu_s": d1 - d0, "daemon_cpu_pct": 100 * (d1 - d0) / wall,
                 "generator_cpu_pct": 100 * (g1 - g0) / wall, **memory_mb(pid),
                 "dataset_size": {g: [min(v), max(v)] for g, v in sizes.items()}}

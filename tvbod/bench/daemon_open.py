@@ -62,6 +62,9 @@ def _fraction(text: str) -> float:
 
 
 def add_load_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ready-timeout", type=_positive, default=600.0,
+                        help="seconds a daemon start may take to READY; a slower start is "
+                             "reported, not raised (default 600)")
     g = parser.add_argument_group("open-loop load (any of --box-plants, --arms-plants, "
                                   "--refit-probe selects it)")
     g.add_argument("--box-plants", type=_count, default=0,
@@ -81,14 +84,15 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
                    help="periods between a tell's reply and a ready ask (default 0.5)")
     g.add_argument("--waiting-every", type=_count, default=5,
                    help="every k-th step asks at once on the tell's reply (0: never; default 5)")
-    g.add_argument("--ready-timeout", type=_positive, default=600.0,
-                   help="seconds a daemon start may take to READY (default 600)")
     g.add_argument("--seed-timeout", type=_positive, default=1800.0,
                    help="seconds the seeding may take (default 1800)")
     g.add_argument("--deadline", type=_positive, default=None,
                    help="seconds for the whole run; the phase it hits ends, marked incomplete")
     g.add_argument("--progress", type=_positive, default=5.0, help="seconds between progress lines")
     g.add_argument("--plot", action="store_true", help="with --out: latency.png (plots extra)")
+    g.add_argument("--workdir", type=Path, default=None,
+                   help="keep the daemon's files (plants, state, logs) here (a new directory) "
+                        "instead of a temporary one")
 
 
 def is_load_run(args: argparse.Namespace) -> bool:
@@ -146,7 +150,13 @@ def _timed_phases(args, gen, deadline: float) -> list[dict[str, Any]]:
     return out
 
 
-def _drive(args, root: Path, specs: list, result: dict, deadline: float) -> None:
+def _endpoint(args, root: Path) -> str:
+    """The first of `--transport`: ipc under `root`, or tcp on 127.0.0.1:`--port`."""
+    transport = args.transport.split(",")[0]
+    return f"tcp://127.0.0.1:{args.port}" if transport == "tcp" else f"ipc://{root}/run/tvbod.sock"
+
+
+def _drive(args, root: Path, endpoint: str, specs: list, result: dict, deadline: float) -> None:
     from tvbod.bench.daemon_load import LoadGenerator
 
     seeding = any(s.seed_n for s in specs)
@@ -155,7 +165,7 @@ def _drive(args, root: Path, specs: list, result: dict, deadline: float) -> None
     try:
         if result["starts"][-1]["ready_s"] is None:
             return
-        gen = LoadGenerator(f"ipc://{root}/run/tvbod.sock", specs, daemon,
+        gen = LoadGenerator(endpoint, specs, daemon,
                             ask_gap=args.ask_gap, waiting_every=args.waiting_every,
                             progress_s=args.progress)
         gen.watch_daemon(daemon)
@@ -205,15 +215,19 @@ def run_load(args: argparse.Namespace) -> dict[str, Any]:
         "plants": len(specs), "starts": [], "phases": [],
         "settings": {k: getattr(args, k) for k in (
             "box_plants", "box_rate", "box_n", "arms_plants", "arms_rate", "refit_probe",
-            "probe_n", "probe_rate", "duration", "warmup", "ask_gap", "waiting_every")}}
+            "probe_n", "probe_rate", "duration", "warmup", "ask_gap", "waiting_every")},
+        "transport": args.transport.split(",")[0]}
     deadline = time.perf_counter() + args.deadline if args.deadline else math.inf
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tvbod-load-") as tmp:
-        root = Path(tmp)
-        write_daemon_file(root, "ipc://{runtime_dir}/tvbod.sock")
+        root = Path(tmp) if args.workdir is None else args.workdir
+        if args.workdir is not None:
+            root.mkdir(parents=True)  # a new directory: an old state would change the run
+        endpoint = _endpoint(args, root)
+        write_daemon_file(root, endpoint.replace(f"ipc://{root}/run", "ipc://{runtime_dir}"))
         _write_plants(root, specs, seeding=any(s.seed_n for s in specs))
-        _drive(args, root, specs, result, deadline)
+        _drive(args, root, endpoint, specs, result, deadline)
     from tvbod.bench.daemon_report import format_table, goal_lines
 
     result["complete"] = not result.get("incomplete") and all(
