@@ -46,12 +46,16 @@ def test_open_loop_run_seeds_through_observe_restarts_and_reports_every_class(tm
     # Two starts, both READY (the daemon's own READY=1): fresh, then restarted on seeded state.
     assert [s["what"] for s in res["starts"]] == ["fresh", "restart after seeding"]
     assert all(s["ready_s"] > 0 for s in res["starts"])
-    seed, steady = res["phases"]
-    assert (seed["phase"], steady["phase"]) == ("seed", "steady")
+    seed, prime, steady = res["phases"]
+    assert [ph["phase"] for ph in res["phases"]] == ["seed", "prime", "steady"]
     box = seed["groups"]["box"]
     # Fewer than the 20 measurements `measurement: auto` needs, so no reset can occur while seeding.
     assert box["observed"] == 12 and box["latency"]["observe"]["count"] == 12
-    assert seed["dataset_size"]["box"] == [12, 12]
+    assert seed["dataset_size"]["box"] == [12, 12] and box["resets"] == 0
+    # prime: one step of the seeded plant (ask, tell at once), not of the unseeded arms plants.
+    assert set(prime["groups"]) == {"box"} and prime["groups"]["box"]["steps"] == 1
+    assert prime["groups"]["box"]["latency"]["tell"]["count"] == 1
+    assert prime["dataset_size"]["box"] == [13, 13]
     assert set(steady["groups"]) == {"box", "arms"}
     for name, g in steady["groups"].items():
         assert g["slots"] > 0 and g["steps"] > 0 and g["unanswered"] == 0 and not g["errors"]

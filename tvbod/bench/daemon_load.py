@@ -204,12 +204,15 @@ class LoadGenerator:
             p.sim = SimulatedPlant(p.spec.kind, reply["parameters"], seed=p.index)
         elif fl.kind in ("ask_ready", "ask_waiting"):
             p.proposal = {"proposal_id": reply["proposal_id"], "gains": reply["gains"]}
+            if self.phase == "prime":
+                self._tell(p)
         elif fl.kind == "tell":
             self._told(p, reply, now, fl.phase if fl.record else None)
         elif fl.kind == "observe":
             p.observed += 1
             p.dataset_size = int(reply["dataset_size"])
             self.rec.count(fl.phase, p.spec.group, "observed")
+            self.rec.count(fl.phase, p.spec.group, "resets", int(bool(reply.get("reset"))))
             if p.observed < p.spec.seed_n:
                 self._observe(p)
 
@@ -332,6 +335,25 @@ class LoadGenerator:
                                  lambda: all(p.observed >= p.spec.seed_n for p in todo), "seed")
             short = sum(p.observed < p.spec.seed_n for p in todo)
             return reason or (f"{short} plant(s) not seeded within {timeout_s:g} s"
+                              if short else None)
+
+        return self._measured(phase)
+
+    def prime(self, timeout_s: float) -> dict[str, Any]:
+        """One step (ask, then tell at once) of every seeded plant, all concurrently: their first
+        refit on the seeded data starts cold, which the timed phases should not measure."""
+        self.phase, self.measure_from = "prime", -math.inf
+        self.replies = 0
+        todo = [p for p in self.plants if p.spec.seed_n]
+        goal = {p.index: p.steps + 1 for p in todo}
+        for p in todo:
+            self._ask(p, "ask_waiting")
+
+        def phase() -> str | None:
+            reason = self._serve(time.perf_counter() + timeout_s,
+                                 lambda: all(p.steps >= goal[p.index] for p in todo), "prime")
+            short = sum(p.steps < goal[p.index] for p in todo)
+            return reason or (f"{short} plant(s) not stepped within {timeout_s:g} s"
                               if short else None)
 
         return self._measured(phase)

@@ -5,7 +5,9 @@
    protocol's `observe` until it holds that many points. To make that cheap, the box plants are
    seeded with `refit_every` raised out of reach; then the daemon is stopped (final checkpoint)
    and restarted with the plant files exactly as shipped (MAP refit after every tell), which also
-   measures time to READY on a seeded state.
+   measures time to READY on a seeded state. Then each seeded plant takes one step (phase
+   `prime`): its first refit on the seeded data starts cold, unlike the warm-started refits of a
+   plant whose dataset grew step by step, so it is reported apart.
 3. The timed phases (daemon_load): `steady` (every plant stepping), or with `--refit-probe` one
    plant at n = `--probe-n` in group `probe` that stays idle in phase `without` and steps in
    phase `with`, the other plants stepping in both: their p99 side by side shows whether one
@@ -123,6 +125,8 @@ def _start(root: Path, log_name: str, what: str, result: dict, timeout: float) -
     daemon = DaemonProcess(root, log_name)
     daemon.start()
     ready = daemon.wait_ready(timeout)
+    print(f"[bench daemon] daemon start ({what}): " + ("not READY" if ready is None else
+          f"READY in {ready:.2f} s"), file=sys.stderr, flush=True)
     entry: dict[str, Any] = {"what": what, "plants": result["plants"], "ready_s": ready}
     if ready is None:
         entry["reason"] = ("the daemon exited" if not daemon.alive()
@@ -185,6 +189,9 @@ def _drive(args, root: Path, endpoint: str, specs: list, result: dict, deadline:
             if result["starts"][-1]["ready_s"] is None:
                 return
             gen.watch_daemon(daemon)
+            gen.log("prime: one step of every seeded plant (its first, cold refit)")
+            phases.append(gen.prime(min(args.seed_timeout,
+                                        max(0.0, deadline - time.perf_counter()))))
         phases += _timed_phases(args, gen, deadline)
     except _Deadline as exc:
         result.setdefault("incomplete", []).append(str(exc))

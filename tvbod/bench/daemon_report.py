@@ -63,7 +63,8 @@ def _lat(cell: dict[str, Any]) -> str:
 
 def format_table(result: dict[str, Any]) -> str:
     """One row per (phase, group), then one line per phase with CPU and memory."""
-    head = ("phase", "group", "plants x Hz", "n at end", "steps/s offered/done", "missed slots",
+    head = ("phase", "group", "plants x Hz", "n at end", "resets", "steps/s offered/done",
+            "missed slots",
             "ask ready p50/p99/max ms (n)", "ask waiting", "tell", "observe", "errors",
             "unanswered")
     rows = [head]
@@ -72,9 +73,9 @@ def format_table(result: dict[str, Any]) -> str:
             lat = g["latency"]
             n = g["dataset_size_min_max"] or ["-", "-"]
             rows.append((ph["phase"], group, f"{g['plants']} x {g['rate_hz']:g}",
-                         f"{n[0]}" if n[0] == n[1] else f"{n[0]}-{n[1]}",
+                         f"{n[0]}" if n[0] == n[1] else f"{n[0]}-{n[1]}", str(g["resets"]),
                          f"{g['offered_steps_per_s']:.0f}/{g['steps_per_s']:.1f}"
-                         if ph["phase"] != "seed" else "-",
+                         if ph["phase"] not in ("seed", "prime") else "-",
                          f"{g['missed_slots']}/{g['slots']}", _lat(lat["ask_ready"]),
                          _lat(lat["ask_waiting"]), _lat(lat["tell"]), _lat(lat["observe"]),
                          str(sum(g["errors"].values())), str(g["unanswered"])))
@@ -105,7 +106,7 @@ def goal_lines(result: dict[str, Any]) -> list[str]:
         return "not measured" if value is None else ("met" if value <= limit else "missed")
 
     lines = []
-    timed = [ph for ph in result["phases"] if ph["phase"] != "seed"]
+    timed = [ph for ph in result["phases"] if ph["phase"] not in ("seed", "prime")]
     for ph in timed:
         ask, tell = _worst(ph, "ask_ready"), _worst(ph, "tell")
         lines.append(f"goal ask ready p99 <= {ASK_READY_P99_MS:g} ms ({ph['phase']}): "
