@@ -69,6 +69,7 @@ def test_open_loop_run_seeds_through_observe_restarts_and_reports_every_class(tm
     assert steady["groups"]["box"]["dataset_size_min_max"][0] > 12
     for ph in res["phases"]:
         assert ph["daemon_cpu_s"] > 0 and ph["rss_mb"] > 10 and ph["hwm_mb"] >= ph["rss_mb"]
+        assert ph["daemon_cpu_wait_s"] >= 0
         assert ph["generator_cpu_pct"] >= 0
     table = out.stdout.splitlines()
     assert table[0].split()[:3] == ["phase", "group", "plants"]

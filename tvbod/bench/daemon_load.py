@@ -31,7 +31,7 @@ from typing import Any, Callable
 import zmq
 
 from tvbod.bench.daemon_plants import SimulatedPlant
-from tvbod.bench.daemon_proc import DaemonProcess, cpu_seconds, memory_mb
+from tvbod.bench.daemon_proc import DaemonProcess, cpu_seconds, memory_mb, runqueue_seconds
 from tvbod.protocol import decode_reply, encode, request_message
 
 #: Request classes whose round trips are reported.
@@ -295,10 +295,11 @@ class LoadGenerator:
     def _measured(self, fn: Callable[[], str | None]) -> dict[str, Any]:
         """Run `fn` (a phase), returning its wall time, CPU of both sides, memory, and reason."""
         pid = self.daemon.pid
-        t0, d0, g0 = time.perf_counter(), cpu_seconds(pid), _generator_cpu()
+        t0, d0, g0, q0 = time.perf_counter(), cpu_seconds(pid), _generator_cpu(), \
+            runqueue_seconds(pid)
         reason = fn()
         wall = time.perf_counter() - t0
-        d1, g1 = cpu_seconds(pid), _generator_cpu()
+        d1, g1, q1 = cpu_seconds(pid), _generator_cpu(), runqueue_seconds(pid)
         sizes: dict[str, list[int]] = {}
         for p in self.plants:
             sizes.setdefault(p.spec.group, []).append(p.dataset_size)
@@ -307,7 +308,8 @@ class LoadGenerator:
                   "slot_lag_p99_ms": lag[int(0.99 * (len(lag) - 1))] * 1e3 if lag else None}
         return {"phase": self.phase, "complete": reason is None, "reason": reason, **lag_ms,
                 "seconds": wall, "daemon_cpu_s": d1 - d0, "daemon_cpu_pct": 100 * (d1 - d0) / wall,
-                "generator_cpu_pct": 100 * (g1 - g0) / wall, **memory_mb(pid),
+                "generator_cpu_pct": 100 * (g1 - g0) / wall,
+                "daemon_cpu_wait_s": q1 - q0, **memory_mb(pid),
                 "dataset_size": {g: [min(v), max(v)] for g, v in sizes.items()}}
 
     def hello(self, timeout_s: float) -> str | None:

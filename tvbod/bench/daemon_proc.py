@@ -3,7 +3,8 @@
 The daemon is started with `$NOTIFY_SOCKET` pointing at a datagram socket this process binds, so
 time to READY is the daemon's own `READY=1` (sd_notify: configs validated, state restored, sockets
 bound), not a guess. CPU and memory come from `/proc`: utime + stime of the daemon and of every
-live descendant (a worker process pool counts too), VmRSS / VmHWM of the same processes.
+live descendant (a worker process pool counts too), VmRSS / VmHWM of the same processes, and the
+time their threads waited for a CPU (schedstat), which tells a busy machine from a slow daemon.
 Nothing here raises on a deadline: `wait_ready` returns None and the caller reports what it has.
 """
 
@@ -64,6 +65,25 @@ def cpu_seconds(pid: int) -> float:
             continue
         seen = True
         total += (int(fields[11]) + int(fields[12])) / _TICKS  # fields 14, 15 of proc(5)
+    return total if seen else float("nan")
+
+
+def runqueue_seconds(pid: int) -> float:
+    """Time the threads of `pid` and its live descendants spent runnable but waiting for a CPU
+    (the second field of /proc/<pid>/task/<tid>/schedstat), in seconds; nan if unavailable.
+    A large share of a phase means the machine, not the daemon, set the pace."""
+    total, seen = 0.0, False
+    for p in _descendants(pid):
+        try:
+            tids = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                total += int(Path(f"/proc/{p}/task/{tid}/schedstat").read_text().split()[1]) / 1e9
+                seen = True
+            except (OSError, IndexError, ValueError):
+                continue
     return total if seen else float("nan")
 
 

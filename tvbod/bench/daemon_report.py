@@ -86,7 +86,9 @@ def format_table(result: dict[str, Any]) -> str:
         lag = ("" if ph.get("slot_lag_p99_ms") is None else
                f" (slot lag p50/p99 {ph['slot_lag_p50_ms']:.1f}/{ph['slot_lag_p99_ms']:.1f} ms)")
         lines.append(f"{ph['phase']}: {ph['seconds']:.1f} s, daemon CPU "
-                     f"{ph['daemon_cpu_pct']:.0f} %, generator CPU {ph['generator_cpu_pct']:.0f} %"
+                     f"{ph['daemon_cpu_pct']:.0f} % (its threads waited "
+                     f"{ph['daemon_cpu_wait_s']:.1f} s for a CPU), generator CPU "
+                     f"{ph['generator_cpu_pct']:.0f} %"
                      f"{lag}, daemon RSS {ph['rss_mb']:.0f} MB (peak {ph['hwm_mb']:.0f}){flag}")
     for start in result["starts"]:
         ready = "not READY" if start["ready_s"] is None else f"READY in {start['ready_s']:.2f} s"
