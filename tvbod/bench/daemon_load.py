@@ -70,6 +70,7 @@ class PlantState:
     proposal: dict | None = None
     ask_due: bool = False
     active: bool = False
+    generation: int = 0  # timers of an earlier activation are dropped
     steps: int = 0
     observed: int = 0
     dataset_size: int = 0
@@ -124,7 +125,7 @@ class LoadGenerator:
             self.by_sock[sock] = p
         self.notify_fd: int | None = None
         self.rec = Recorder()
-        self.heap: list[tuple[float, int, int, str]] = []
+        self.heap: list[tuple[float, int, int, int, str]] = []
         self._tick = 0
         self.phase = ""
         self.measure_from = math.inf
@@ -169,7 +170,7 @@ class LoadGenerator:
 
     def _push(self, when: float, p: PlantState, action: str) -> None:
         self._tick += 1
-        heapq.heappush(self.heap, (when, self._tick, p.index, action))
+        heapq.heappush(self.heap, (when, self._tick, p.index, p.generation, action))
 
     # ------------------------------------------------------------------ replies
     def _drain(self, sock: zmq.Socket) -> None:
@@ -235,9 +236,9 @@ class LoadGenerator:
     # ------------------------------------------------------------------ timers
     def _fire_due(self, now: float) -> None:
         while self.heap and self.heap[0][0] <= now:
-            when, _, index, action = heapq.heappop(self.heap)
+            when, _, index, generation, action = heapq.heappop(self.heap)
             p = self.plants[index]
-            if not p.active:
+            if not p.active or generation != p.generation:
                 continue
             if action == "ask":
                 if p.ask_due and p.inflight is None:
@@ -370,6 +371,7 @@ class LoadGenerator:
         for p in self.plants:
             was, p.active = p.active, p.spec.group in groups
             if p.active and not was:
+                p.generation, p.ask_due = p.generation + 1, False
                 self._push(start + (p.index * 0.618034 % 1.0) * p.period, p, "slot")
         end = start + warmup_s + duration_s
 
