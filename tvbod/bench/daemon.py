@@ -4,19 +4,23 @@ A daemon is started on a temporary state directory with N identical plants; one 
 drives every plant at once from a single poller (one DEALER per plant, one request in flight per
 plant, ask -> tell -> ask ...), so the daemon sees N concurrent adapters. Each request's round
 trip (send to reply) is recorded. Prints a table; `--out` also writes results.json.
+
+With `--box-plants`, `--arms-plants` or `--refit-probe` it is instead the open-loop load run
+(tvbod/bench/daemon_open.py): plants stepping at set rates, missed slots, daemon CPU and memory.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import textwrap
 import time
 from pathlib import Path
+
+from tvbod.bench.daemon_open import add_load_arguments, is_load_run, run_load
+from tvbod.bench.daemon_proc import DaemonProcess, memory_mb, write_daemon_file
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds not measured per case")
     parser.add_argument("--port", type=int, default=5711, help="tcp port on 127.0.0.1")
     parser.add_argument("--out", type=Path, default=None, help="write results.json here")
+    add_load_arguments(parser)
 
 
 def _arms_matrix(n: int = 50) -> list[list[float]]:
@@ -39,14 +44,7 @@ def _arms_matrix(n: int = 50) -> list[list[float]]:
 
 
 def _write_config(root: Path, plants: int, domain: str, endpoint: str) -> None:
-    (root / "plants").mkdir(parents=True)
-    (root / "tvbod.yaml").write_text(textwrap.dedent(f"""\
-        endpoints: ["{endpoint}"]
-        runtime_dir: ./run
-        state_dir: ./state
-        log_format: json
-        plants: "plants/*.yaml"
-        """))
+    write_daemon_file(root, endpoint)
     if domain == "arms":
         import yaml
 
@@ -64,13 +62,6 @@ def _write_config(root: Path, plants: int, domain: str, endpoint: str) -> None:
             """)
     for i in range(plants):
         (root / "plants" / f"p{i:03d}.yaml").write_text(f"name: p{i:03d}\n" + text)
-
-
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def _objective(gains: dict) -> float:
@@ -148,39 +139,34 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def run_case(plants: int, transport: str, domain: str, seconds: float, warmup: float,
-             port: int) -> dict:
+             port: int, ready_timeout: float = 600.0) -> dict:
+    """One closed-loop case. A daemon not READY within `ready_timeout` s gives a row marked
+    `complete: false` (with the reason), not an exception."""
     with tempfile.TemporaryDirectory(prefix="tvbod-bench-") as tmp:
         root = Path(tmp)
         endpoint = (f"ipc://{root}/run/tvbod.sock" if transport == "ipc"
                     else f"tcp://127.0.0.1:{port}")
         _write_config(root, plants, domain, "ipc://{runtime_dir}/tvbod.sock"
                       if transport == "ipc" else endpoint)
-        env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
-        log = open(root / "daemon.log", "wb")
-        proc = subprocess.Popen([sys.executable, "-m", "tvbod", "run", "--config",
-                                 str(root / "tvbod.yaml")], stdout=log, stderr=subprocess.STDOUT,
-                                env=env, cwd=root)
+        daemon = DaemonProcess(root)
+        row = {"plants": plants, "transport": transport, "domain": domain}
         try:
-            from tvbod.client import DaemonClient, DaemonUnavailable
-
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    DaemonClient(endpoint, "p000", timeout_s=0.5, retries=0).ping()
-                    break
-                except DaemonUnavailable:
-                    if proc.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError((root / "daemon.log").read_text()[-2000:])
-            rss_before = _rss_mb(proc.pid)
+            daemon.start()
+            ready = daemon.wait_ready(ready_timeout)
+            row["ready_s"] = ready
+            if ready is None:
+                why = ("exited" if not daemon.alive()
+                       else f"was not READY within {ready_timeout:g} s")
+                return {**row, "complete": False, "reason": f"the daemon {why}",
+                        "log_tail": daemon.log_tail()}
+            rss_before = memory_mb(daemon.pid)["rss_mb"]
             res = drive(endpoint, [f"p{i:03d}" for i in range(plants)], seconds, warmup)
-            rss_after = _rss_mb(proc.pid)
+            rss_after = memory_mb(daemon.pid)["rss_mb"]
         finally:
-            proc.terminate()
-            proc.wait(30)
-            log.close()
+            daemon.stop(30)
     rates = [n / seconds for n in res["steps"].values()]
     return {
-        "plants": plants, "transport": transport, "domain": domain,
+        **row, "complete": True,
         "messages_per_s": res["messages"] / seconds,
         "ask_p50_ms": _pct(res["rtt"]["ask"], 50), "ask_p99_ms": _pct(res["rtt"]["ask"], 99),
         "tell_p50_ms": _pct(res["rtt"]["tell"], 50), "tell_p99_ms": _pct(res["rtt"]["tell"], 99),
@@ -194,6 +180,10 @@ def format_table(rows: list[dict]) -> str:
             "slowest plant steps/s", "daemon RSS MB", "errors")
     lines = [head]
     for r in rows:
+        if not r["complete"]:
+            lines.append((str(r["plants"]), r["transport"], r["domain"], "INCOMPLETE:",
+                          r["reason"], "", "", "", ""))
+            continue
         lines.append((str(r["plants"]), r["transport"], r["domain"], f"{r['messages_per_s']:.0f}",
                       f"{r['ask_p50_ms']:.2f}/{r['ask_p99_ms']:.2f}",
                       f"{r['tell_p50_ms']:.2f}/{r['tell_p99_ms']:.2f}",
@@ -204,11 +194,16 @@ def format_table(rows: list[dict]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if is_load_run(args):
+        run_load(args)
+        return 0
     rows = []
     for transport in args.transport.split(","):
         for n in (int(v) for v in args.plants.split(",")):
-            print(f"[bench daemon] {n} plant(s) over {transport}, {args.domain} ...", file=sys.stderr)
-            rows.append(run_case(n, transport, args.domain, args.seconds, args.warmup, args.port))
+            print(f"[bench daemon] {n} plant(s) over {transport}, {args.domain} ...",
+                  file=sys.stderr)
+            rows.append(run_case(n, transport, args.domain, args.seconds, args.warmup, args.port,
+                                 args.ready_timeout))
     print(format_table(rows))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
