@@ -50,7 +50,7 @@ def home(env: Mapping[str, str]) -> Path:
 
 
 # ---------------------------------------------------------------------- reading YAML
-class _DuplicateKey(Exception):
+class _DuplicateKey(TvbodError):
     """Raised inside the loader; `read_yaml` turns it into a `ConfigError` with the dotted key."""
 
     def __init__(self, mapping, name: str, first: int, second: int) -> None:
