@@ -32,6 +32,7 @@ BENCHES = {
     "within-model": ("tvbod.bench.within_model", "the paper's synthetic within-model experiment"),
     "latency": ("tvbod.bench.latency", "ask/tell latency of the core"),
     "daemon": ("tvbod.bench.daemon", "round-trip latency and throughput through the daemon"),
+    "events": ("tvbod.bench.events", "plant events per second through the event path"),
     "cartpole": ("tvbod.bench.cartpole", "policy search on the cart-pole with a friction jump"),
     "temperature": ("tvbod.bench.temperature", "replayed Intel Lab temperature sensors"),
     "adaptive": ("tvbod.bench.adaptive", "adaptive kappa/lambda vs fixed kappa, EI, random search"),
