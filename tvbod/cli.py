@@ -33,6 +33,7 @@ BENCHES = {
     "latency": ("tvbod.bench.latency", "ask/tell latency of the core"),
     "daemon": ("tvbod.bench.daemon", "round-trip latency and throughput through the daemon"),
     "events": ("tvbod.bench.events", "plant events per second through the event path"),
+    "startup": ("tvbod.bench.startup", "time from `tvbod run` to READY, and import times"),
     "cartpole": ("tvbod.bench.cartpole", "policy search on the cart-pole with a friction jump"),
     "temperature": ("tvbod.bench.temperature", "replayed Intel Lab temperature sensors"),
     "adaptive": ("tvbod.bench.adaptive", "adaptive kappa/lambda vs fixed kappa, EI, random search"),

@@ -8,6 +8,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tvbod.core.validate import InvalidValue, check_keys as _check_keys, choice as _choice
 from tvbod.core.validate import defaults, integer as _integer, mapping as _mapping
@@ -18,7 +19,9 @@ from tvbod.service.config.endpoints import (
     DEFAULT_ENDPOINT, default_runtime_dir, default_state_dir, endpoints,
 )
 from tvbod.service.config.plants import PlantConfig, load_plant_config
-from tvbod.service.security import CurveConfig
+
+if TYPE_CHECKING:
+    from tvbod.service.security import CurveConfig
 
 #: Daemon file used when no path is given and `$TVBOD_CONFIG` is unset (relative to the cwd).
 DEFAULT_DAEMON_FILE = Path("configs/tvbod.yaml")
