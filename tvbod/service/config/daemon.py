@@ -136,10 +136,13 @@ def _metrics(value) -> tuple[str, int]:
 def _plant_files(patterns: list[str], daemon_path: Path) -> list[Path]:
     """Files the globs match, relative to the daemon file's directory, sorted, without repeats."""
     files: list[Path] = []
+    seen: set[Path] = set()  # resolved: one path resolved once (100 files: 5050 resolves before)
     for pattern in patterns:
         full = Path(pattern) if Path(pattern).is_absolute() else daemon_path.parent / pattern
         for f in sorted(glob.glob(str(full), recursive=True)):
-            if Path(f).is_file() and all(Path(f).resolve() != g.resolve() for g in files):
+            resolved = Path(f).resolve()
+            if resolved not in seen and Path(f).is_file():
+                seen.add(resolved)
                 files.append(Path(f))
     if not files:
         raise InvalidValue("plants", f"{patterns} matches no plant file next to {daemon_path}",
