@@ -233,3 +233,15 @@ def test_the_console_format_still_renders_plant_events_for_people(tmp_path: Path
     log.emit("reset", t=9, psi=float("nan"))
     assert "reset" in out.getvalue() and "psi=NaN t=9" in out.getvalue()
     assert read_events(log.path)[0]["psi"] == "NaN"
+
+
+def test_after_structlog_is_configured_anew_plant_events_follow_it(tmp_path: Path) -> None:
+    """The direct stdout line applies only while structlog has the configuration
+    `configure_logging` installed: a reset or another configuration takes over."""
+    old = io.StringIO()
+    configure_logging("json", stream=old)
+    new = io.StringIO()
+    structlog.configure(processors=[structlog.processors.JSONRenderer()],
+                        logger_factory=structlog.WriteLoggerFactory(file=new))
+    PlantEventLog(tmp_path / "events.jsonl", plant="cart").emit("reset", t=3)
+    assert old.getvalue() == "" and json.loads(new.getvalue())["event"] == "reset"

@@ -84,10 +84,16 @@ class _JsonStdout:
     """Where `configure_logging("json")` sends lines, so a plant event rendered once for its file
     is written to stdout as the same line (with the `<N>` prefix under journald)."""
 
-    def __init__(self, stream: TextIO, level: str, priority_prefix: bool) -> None:
+    def __init__(self, stream: TextIO, level: str, priority_prefix: bool, processors: list) -> None:
         self.stream, self.prefix = stream, priority_prefix
         self.lowest = _LEVELS.index(level)
+        self.processors = processors  # structlog's, as `configure_logging` installed them
         self._lock = threading.Lock()
+
+    @property
+    def current(self) -> bool:
+        """Still structlog's configuration (not replaced or reset since)."""
+        return structlog.get_config()["processors"] is self.processors
 
     def write(self, level: str, line: str) -> None:
         if _LEVELS.index(level) < self.lowest:
@@ -163,7 +169,7 @@ def configure_logging(
         renderer = structlog.dev.ConsoleRenderer(colors=False)
     processors.append(SyslogPrefixRenderer(renderer) if priority_prefix else renderer)
     global _json_stdout
-    _json_stdout = _JsonStdout(stream, level, priority_prefix) if fmt == "json" else None
+    _json_stdout = _JsonStdout(stream, level, priority_prefix, processors) if fmt == "json" else None
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(level),
@@ -246,8 +252,9 @@ class PlantEventLog:
             raise ValueError(f"log level {level!r} must be one of {', '.join(_LEVELS)}")
         data = {**self.context, **fields}
         line = _dumps({"timestamp": utc_timestamp(), "level": level, "event": event, **data})
-        if _json_stdout is not None and self.logger is _LOGGER:
-            _json_stdout.write(level, line)
+        out = _json_stdout
+        if out is not None and self.logger is _LOGGER and out.current:
+            out.write(level, line)
         else:
             getattr(self.logger, level)(event, **data)
         if self.observer is not None:
