@@ -32,6 +32,8 @@ BENCHES = {
     "within-model": ("tvbod.bench.within_model", "the paper's synthetic within-model experiment"),
     "latency": ("tvbod.bench.latency", "ask/tell latency of the core"),
     "daemon": ("tvbod.bench.daemon", "round-trip latency and throughput through the daemon"),
+    "events": ("tvbod.bench.events", "plant events per second through the event path"),
+    "startup": ("tvbod.bench.startup", "time from `tvbod run` to READY, and import times"),
     "cartpole": ("tvbod.bench.cartpole", "policy search on the cart-pole with a friction jump"),
     "temperature": ("tvbod.bench.temperature", "replayed Intel Lab temperature sensors"),
     "adaptive": ("tvbod.bench.adaptive", "adaptive kappa/lambda vs fixed kappa, EI, random search"),
@@ -49,30 +51,45 @@ def _available(table: dict) -> dict:
     return out
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The command line. With `argv`, only the chosen subcommand's module is imported (its
+    `add_arguments`): `tvbod --help` and `tvbod status` load no scipy and no strategy; without
+    `argv`, every subcommand is complete."""
     from tvbod import __version__
 
+    command, bench_name = _chosen(argv)
     parser = argparse.ArgumentParser(prog="tvbod", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"tvbod {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module, help_) in _available(COMMANDS).items():
-        p = sub.add_parser(name, help=help_)
-        importlib.import_module(module).add_arguments(p)
-        p.set_defaults(_module=module)
+        _add(sub, name, module, help_, argv is None or name == command)
     bench = sub.add_parser("bench", help="benchmarks that print tables and write plots")
     bsub = bench.add_subparsers(dest="bench", required=True)
     for name, (module, help_) in _available(BENCHES).items():
-        p = bsub.add_parser(name, help=help_)
-        importlib.import_module(module).add_arguments(p)
-        p.set_defaults(_module=module)
+        _add(bsub, name, module, help_, argv is None or (command == "bench" and name == bench_name))
     return parser
+
+
+def _add(sub, name: str, module: str, help_: str, complete: bool) -> None:
+    p = sub.add_parser(name, help=help_)
+    if complete:
+        importlib.import_module(module).add_arguments(p)
+    p.set_defaults(_module=module)
+
+
+def _chosen(argv: list[str] | None) -> tuple[str | None, str | None]:
+    """The subcommand and, for `bench`, the benchmark `argv` names (its first words that are not
+    options: the top level and `bench` take no option with a value)."""
+    words = [a for a in argv or () if not a.startswith("-")]
+    return (words[0] if words else None), (words[1] if len(words) > 1 else None)
 
 
 def main(argv: list[str] | None = None) -> int:
     # A real-time optimizer wants one BLAS thread (docs/benchmarks.md); set before numpy loads.
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(var, "1")
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv).parse_args(argv)
     try:
         code = int(importlib.import_module(args._module).run(args) or 0)
         sys.stdout.flush()  # a closed pipe shows up here, not in the interpreter's exit

@@ -184,3 +184,64 @@ def test_event_sink_reuses_one_log_per_plant_and_keeps_daemon_events_off_plant_f
     sink.close()
     assert [line["event"] for line in lines(out)] == ["daemon_started", "proposal"]
     assert [e["event"] for e in read_events(tmp_path / "cart.jsonl")] == ["proposal"]
+
+
+# ---------------------------------------------------------------------- rendered once
+def test_a_plant_event_is_the_same_line_on_stdout_and_in_its_file(tmp_path: Path) -> None:
+    out = io.StringIO()
+    configure_logging("json", stream=out, level="debug")
+    log = PlantEventLog(tmp_path / "events.jsonl", plant="cart").bind(t=7)
+    log.emit("measurement", proposal_id="cart:7", x=[0.5, -1.0], psi=float("nan"),
+             threshold=float("inf"), gains={"k": float("-inf")}, reset=False)
+    log.emit("checkpoint_written", dataset_size=3)
+    stdout_lines = out.getvalue().splitlines()
+    assert stdout_lines == log.path.read_text().splitlines()
+    first = strict_json(stdout_lines[0])
+    assert (first["psi"], first["threshold"], first["gains"]) == ("NaN", "Infinity", {"k": "-Infinity"})
+    assert (first["plant"], first["t"], first["level"]) == ("cart", 7, "debug")
+
+
+def test_under_journald_the_stdout_line_is_the_file_line_after_its_priority(tmp_path: Path) -> None:
+    out = io.StringIO()
+    configure_logging("json", stream=out, level="info", priority_prefix=True)
+    log = PlantEventLog(tmp_path / "events.jsonl", plant="cart")
+    log.emit("proposal", t=1, proposal_id="cart:1")  # debug: the file only
+    log.emit("reset", level="warning", t=2, psi=2.5)
+    log.emit("checkpoint_written", t=2)
+    file_lines = log.path.read_text().splitlines()
+    assert out.getvalue().splitlines() == ["<4>" + file_lines[1], "<6>" + file_lines[2]]
+
+
+def test_a_logger_of_ones_own_still_gets_every_plant_event(tmp_path: Path) -> None:
+    """Tests and tools that pass a logger keep receiving the fields (no direct stdout write)."""
+    seen = []
+
+    class Recorder:
+        def info(self, event, **fields):
+            seen.append((event, fields))
+
+    out = io.StringIO()
+    configure_logging("json", stream=out)
+    PlantEventLog(tmp_path / "events.jsonl", plant="cart", logger=Recorder()).emit("reset", t=3)
+    assert seen == [("reset", {"plant": "cart", "t": 3})] and out.getvalue() == ""
+
+
+def test_the_console_format_still_renders_plant_events_for_people(tmp_path: Path) -> None:
+    out = io.StringIO()
+    configure_logging("console", stream=out)
+    log = PlantEventLog(tmp_path / "events.jsonl", plant="cart")
+    log.emit("reset", t=9, psi=float("nan"))
+    assert "reset" in out.getvalue() and "psi=NaN t=9" in out.getvalue()
+    assert read_events(log.path)[0]["psi"] == "NaN"
+
+
+def test_after_structlog_is_configured_anew_plant_events_follow_it(tmp_path: Path) -> None:
+    """The direct stdout line applies only while structlog has the configuration
+    `configure_logging` installed: a reset or another configuration takes over."""
+    old = io.StringIO()
+    configure_logging("json", stream=old)
+    new = io.StringIO()
+    structlog.configure(processors=[structlog.processors.JSONRenderer()],
+                        logger_factory=structlog.WriteLoggerFactory(file=new))
+    PlantEventLog(tmp_path / "events.jsonl", plant="cart").emit("reset", t=3)
+    assert old.getvalue() == "" and json.loads(new.getvalue())["event"] == "reset"

@@ -9,6 +9,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from .acquisition import ucb, ucb_grad
+from .sobol import MAX_DIM, scrambled_sobol
 
 
 @dataclass(frozen=True)
@@ -21,10 +22,15 @@ class Budget:
 
 
 def sobol_unit(dim: int, n: int, seed: int) -> np.ndarray:
-    """`n` scrambled, seeded Sobol points in `[0, 1)^dim` (scipy.stats.qmc is imported lazily: ~0.7 s)."""
+    """`n` scrambled, seeded Sobol points in `[0, 1)^dim`: the first `n` of
+    `scipy.stats.qmc.Sobol(dim, scramble=True, seed=seed).random_base2(m)`, bit for bit, from the
+    vendored generator (tvbod/core/sobol.py) up to its `MAX_DIM`, so a start does not pay for
+    importing scipy.stats (~1 s); scipy itself (imported lazily) above that."""
+    m = max(int(np.ceil(np.log2(max(n, 2)))), 1)
+    if dim <= MAX_DIM:
+        return scrambled_sobol(dim, m, seed)[:n]
     from scipy.stats import qmc
 
-    m = max(int(np.ceil(np.log2(max(n, 2)))), 1)
     return qmc.Sobol(dim, scramble=True, seed=seed).random_base2(m)[:n]
 
 

@@ -2,7 +2,8 @@
 
 Every event is a name plus fields (`log.info("reset", t=t, psi=psi)`), never a formatted string.
 Events about a plant go to stdout *and* to that plant's `events.jsonl`, so a plant's history can
-be read back (`read_events`) after the daemon's stdout is gone.
+be read back (`read_events`) after the daemon's stdout is gone. Such an event is rendered once:
+with the json format the stdout line is the file's line (`_JsonStdout`), not a second rendering.
 
 Non-finite floats: JSON has no NaN or infinity, so they are written as the strings `"NaN"`,
 `"Infinity"` and `"-Infinity"` (the spellings of the protobuf JSON mapping; `float()` parses them
@@ -24,6 +25,7 @@ import json
 import math
 import os
 import sys
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Literal, TextIO
@@ -70,7 +72,40 @@ def _finite_processor(logger: Any, method: str, event_dict: dict[str, Any]) -> d
 
 
 def _dumps(record: dict[str, Any]) -> str:
-    return json.dumps(finite_json(record), allow_nan=False, default=repr)
+    """One JSON line. The common record has no NaN/inf and is rendered as is; only one that has
+    (json refuses it with `allow_nan=False`) is copied through `finite_json` first."""
+    try:
+        return json.dumps(record, allow_nan=False, default=repr)
+    except ValueError:
+        return json.dumps(finite_json(record), allow_nan=False, default=repr)
+
+
+class _JsonStdout:
+    """Where `configure_logging("json")` sends lines, so a plant event rendered once for its file
+    is written to stdout as the same line (with the `<N>` prefix under journald)."""
+
+    def __init__(self, stream: TextIO, level: str, priority_prefix: bool, processors: list) -> None:
+        self.stream, self.prefix = stream, priority_prefix
+        self.lowest = _LEVELS.index(level)
+        self.processors = processors  # structlog's, as `configure_logging` installed them
+        self._lock = threading.Lock()
+
+    @property
+    def current(self) -> bool:
+        """Still structlog's configuration (not replaced or reset since)."""
+        return structlog.get_config()["processors"] is self.processors
+
+    def write(self, level: str, line: str) -> None:
+        if _LEVELS.index(level) < self.lowest:
+            return
+        text = (f"<{PRIORITIES[level]}>" if self.prefix else "") + line + "\n"
+        with self._lock:
+            self.stream.write(text)
+            self.stream.flush()
+
+
+#: Set by `configure_logging` for the json format; None for console (structlog renders those).
+_json_stdout: _JsonStdout | None = None
 
 
 def utc_timestamp() -> str:
@@ -133,6 +168,8 @@ def configure_logging(
     else:
         renderer = structlog.dev.ConsoleRenderer(colors=False)
     processors.append(SyslogPrefixRenderer(renderer) if priority_prefix else renderer)
+    global _json_stdout
+    _json_stdout = _JsonStdout(stream, level, priority_prefix, processors) if fmt == "json" else None
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(level),
@@ -177,8 +214,13 @@ def _ends_with_newline(path: Path) -> bool:
         return f.read(1) == b"\n"
 
 
+#: The daemon's logger; plant events logged through it are rendered once (`PlantEventLog.emit`).
+_LOGGER = structlog.get_logger("tvbod")
+
+
 class PlantEventLog:
-    """Events of one plant: each `emit` goes to the structlog logger and to `path` (JSON lines).
+    """Events of one plant: each `emit` goes to stdout and to `path` (JSON lines): with the
+    daemon's logger and the json format, as one line rendered once; otherwise through `logger`.
 
     `plant` and any `context` (e.g. `t`) are bound onto every event; `bind` adds more context
     and shares the same file. A failing file write (disk full) is reported on stdout as
@@ -192,7 +234,7 @@ class PlantEventLog:
         self.path = Path(path)
         self.plant = plant
         self.context = {"plant": plant, **context}
-        self.logger = logger if logger is not None else structlog.get_logger("tvbod")
+        self.logger = logger if logger is not None else _LOGGER
         self._file = _file if _file is not None else _LineFile(self.path)
         self.observer = observer  # sees every event (tvbod/service/metrics.py counts some)
 
@@ -209,10 +251,14 @@ class PlantEventLog:
         if level not in _LEVELS:
             raise ValueError(f"log level {level!r} must be one of {', '.join(_LEVELS)}")
         data = {**self.context, **fields}
-        getattr(self.logger, level)(event, **data)
+        line = _dumps({"timestamp": utc_timestamp(), "level": level, "event": event, **data})
+        out = _json_stdout
+        if out is not None and self.logger is _LOGGER and out.current:
+            out.write(level, line)
+        else:
+            getattr(self.logger, level)(event, **data)
         if self.observer is not None:
             self.observer(event, data)
-        line = _dumps({"timestamp": utc_timestamp(), "level": level, "event": event, **data})
         try:
             self._file.write_line(line)
         except OSError as exc:
@@ -241,7 +287,7 @@ class EventSink:
 
     def __init__(self, logger: Any = None,
                  observer: Callable[[str, dict], None] | None = None) -> None:
-        self.logger = logger if logger is not None else structlog.get_logger("tvbod")
+        self.logger = logger if logger is not None else _LOGGER
         self.observer = observer
         self._plants: dict[str, PlantEventLog] = {}
 

@@ -50,8 +50,76 @@ def home(env: Mapping[str, str]) -> Path:
 
 
 # ---------------------------------------------------------------------- reading YAML
+class _DuplicateKey(TvbodError):
+    """Raised inside the loader; `read_yaml` turns it into a `ConfigError` with the dotted key."""
+
+    def __init__(self, mapping, name: str, first: int, second: int) -> None:
+        super().__init__(name)
+        self.mapping, self.name, self.first, self.second = mapping, name, first, second
+
+
+def _strict_loader(base: type) -> type:
+    """`base` (a safe loader class) whose mappings refuse a key that appears twice."""
+
+    class Strict(base):  # type: ignore[misc, valid-type]
+        def construct_mapping(self, node, deep=False):
+            if isinstance(node, yaml.MappingNode):
+                lines: dict[str, int] = {}
+                for k, _ in node.value:  # the keys as written, before `<<` merges are flattened
+                    name = k.value if isinstance(k, yaml.ScalarNode) else "?"
+                    line = k.start_mark.line + 1
+                    if name in lines and name != "<<":
+                        raise _DuplicateKey(node, name, lines[name], line)
+                    lines[name] = line
+            return super().construct_mapping(node, deep=deep)
+
+    Strict.__name__ = f"Strict{base.__name__}"
+    return Strict
+
+
+#: libyaml's parser (18x faster on a large matrix) when PyYAML has it; the pure one otherwise.
+_LOADER = _strict_loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+_PURE_LOADER = _strict_loader(yaml.SafeLoader)
+
+
+def _parse(text: str, loader: type):
+    """The document of `text`, parsed once: the root node is kept to name a duplicate key."""
+    parser = loader(text)
+    try:
+        root = parser.get_single_node()
+        try:
+            return parser.construct_document(root) if root is not None else None
+        except _DuplicateKey as e:
+            e.mapping = _key_path(root, e.mapping, "", set()) or ""
+            raise
+    finally:
+        parser.dispose()
+
+
+def _key_path(node, target, prefix: str, seen: set[int]) -> str | None:
+    """The dotted prefix (`optimizer.kernel.`) of the mapping node `target` under `node`."""
+    if node is target:
+        return prefix
+    if id(node) in seen:
+        return None
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        children = [(f"{prefix}{k.value if isinstance(k, yaml.ScalarNode) else '?'}.", v)
+                    for k, v in node.value]
+    elif isinstance(node, yaml.SequenceNode):
+        children = [(f"{prefix.rstrip('.')}[{i}].", v) for i, v in enumerate(node.value)]
+    else:
+        return None
+    for p, child in children:
+        found = _key_path(child, target, p, seen)
+        if found is not None:
+            return found
+    return None
+
+
 def read_yaml(path: Path) -> Mapping:
-    """Parse `path` with the safe loader; refuse duplicate keys (YAML would keep the last)."""
+    """Parse `path` once with the safe loader (libyaml's when available); refuse duplicate keys
+    (YAML would keep the last)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -61,8 +129,15 @@ def read_yaml(path: Path) -> Mapping:
     except OSError as e:
         raise ConfigError(path, None, f"cannot be read ({e.strerror})") from None
     try:
-        _refuse_duplicate_keys(yaml.compose(text, Loader=yaml.SafeLoader), path, "", set())
-        data = yaml.safe_load(text)
+        try:
+            data = _parse(text, _LOADER)
+        except yaml.YAMLError:
+            if _LOADER is _PURE_LOADER:
+                raise
+            data = _parse(text, _PURE_LOADER)  # the pure parser's wording, as documented
+    except _DuplicateKey as e:
+        raise ConfigError(path, e.mapping + e.name,
+                          f"appears twice (lines {e.first} and {e.second})", line=e.second) from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         raise ConfigError(path, None, f"invalid YAML: {e.problem or e.context}",
@@ -75,25 +150,6 @@ def read_yaml(path: Path) -> Mapping:
         raise ConfigError(path, None,
                           f"must hold a mapping at the top level, got {type(data).__name__}")
     return data
-
-
-def _refuse_duplicate_keys(node, path: Path, prefix: str, seen_nodes: set[int]) -> None:
-    if node is None or id(node) in seen_nodes:
-        return
-    seen_nodes.add(id(node))
-    if isinstance(node, yaml.MappingNode):
-        lines: dict[str, int] = {}
-        for k, v in node.value:
-            name = k.value if isinstance(k, yaml.ScalarNode) else "?"
-            line = k.start_mark.line + 1
-            if name in lines and name != "<<":
-                raise ConfigError(path, prefix + name,
-                                  f"appears twice (lines {lines[name]} and {line})", line=line)
-            lines[name] = line
-            _refuse_duplicate_keys(v, path, f"{prefix}{name}.", seen_nodes)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, v in enumerate(node.value):
-            _refuse_duplicate_keys(v, path, f"{prefix.rstrip('.')}[{i}].", seen_nodes)
 
 
 def plain(value, depth: int = 0):

@@ -5,18 +5,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tvbod.core.validate import InvalidValue, check_keys as _check_keys, mapping as _mapping
 from tvbod.service.config.common import path_value
-from tvbod.service.security import (
-    CurveConfig, KeyFileError, public_key_files, read_public_key, read_secret_key,
-)
+
+if TYPE_CHECKING:
+    from tvbod.service.security import CurveConfig
 
 _CURVE_KEYS = {"server_secret_key", "allowed_clients"}
 
 
 def security_section(value, base: Path, env: Mapping[str, str]) -> CurveConfig:
     """`security: {curve: {server_secret_key: FILE, allowed_clients: DIR | [FILE, ...]}}`."""
+    # Imported here: tvbod.service.security loads zmq.auth's thread (and asyncio), which a daemon
+    # without a `security:` section and `tvbod status` do not need.
+    from tvbod.service.security import (
+        CurveConfig, KeyFileError, public_key_files, read_public_key, read_secret_key,
+    )
+
     m = _mapping(value, "security")
     _check_keys(m, {"curve"}, "security.")
     if "curve" not in m:

@@ -146,11 +146,12 @@ def _plant(m: Mapping, path: Path) -> PlantConfig:
         raise InvalidValue("sense", "is required: is the measurement a cost or a reward?",
                        "minimize (a cost), maximize (a reward)")
     sense = _choice(m["sense"], "sense", ("minimize", "maximize"))
-    mapping = _optimizer_mapping(m.get("optimizer", {}), parameters, sense, path.parent)
+    mapping, side_files = _optimizer_mapping(m.get("optimizer", {}), parameters, sense, path.parent)
     try:
         spec = parse_spec(mapping)
     except SpecError as e:
-        raise InvalidValue(_plant_key(e.key), e.problem, e.allowed) from None
+        problem = f"{side_files[e.key]} {e.problem}" if e.key in side_files else e.problem
+        raise InvalidValue(_plant_key(e.key), problem, e.allowed) from None
     return PlantConfig(
         name=name, path=path.resolve(), description=description, parameters=parameters,
         sense=sense,
@@ -235,8 +236,9 @@ def _failure(value) -> FailurePolicy:
 
 
 def _optimizer_mapping(value, parameters: tuple[ParameterConfig, ...], sense: str,
-                       base: Path) -> dict:
-    """The user's `optimizer:` mapping plus `domain` and `sense` from the plant level."""
+                       base: Path) -> tuple[dict, dict[str, Path]]:
+    """The user's `optimizer:` mapping plus `domain` and `sense` from the plant level, with side
+    files read into it; and `{spec key: side file}` for the values read from a file."""
     mapping = plain(_mapping(value, "optimizer"))
     for key in ("domain", "sense"):
         if key in mapping:
@@ -253,9 +255,45 @@ def _optimizer_mapping(value, parameters: tuple[ParameterConfig, ...], sense: st
     mapping["sense"] = sense
     mapping = with_explicit_trigger(mapping)
     kernel = mapping.get("kernel")
+    side_files: dict[str, Path] = {}
     if isinstance(kernel, Mapping) and "empirical_from" in kernel:
         mapping["kernel"] = _empirical_kernel(kernel, arms, base)
-    return mapping
+    elif arms is not None and isinstance(kernel, Mapping) and isinstance(kernel.get("matrix"), str):
+        side_files["kernel.matrix"] = base / kernel["matrix"]
+        mapping["kernel"] = {**kernel, "matrix": read_matrix_file(
+            side_files["kernel.matrix"], "optimizer.kernel.matrix").tolist()}
+    return mapping, side_files
+
+
+#: Side-file formats of a matrix (`matrix: FILE`): by the file name's suffix.
+MATRIX_FILE_SUFFIXES = (".csv", ".npy")
+
+
+def read_matrix_file(path: Path, key: str) -> np.ndarray:
+    """A 2-D array of finite numbers from a CSV (comma-separated rows) or a `.npy` file; a
+    mistake is an `InvalidValue` for `key` naming the file. Shape, symmetry and positive
+    semi-definiteness are the core's checks, as for the inline form."""
+    suffix = path.suffix.lower()
+    if suffix not in MATRIX_FILE_SUFFIXES:
+        raise InvalidValue(key, f"{path}: the file name must end in .csv or .npy",
+                           "a list of lists of numbers, or a FILE.csv / FILE.npy path")
+    try:
+        if suffix == ".npy":
+            a = np.load(path, allow_pickle=False)
+        else:
+            a = np.loadtxt(path, delimiter=",", ndmin=2, dtype=float)
+    except OSError as e:
+        raise InvalidValue(key, f"cannot read {path} ({e.strerror or e})") from None
+    except (ValueError, EOFError) as e:
+        kind = "an .npy array of numbers" if suffix == ".npy" else "a CSV of numbers"
+        raise InvalidValue(key, f"{path} is not {kind} ({e})") from None
+    if a.dtype.kind not in "biuf" or a.ndim != 2 or a.size == 0:
+        raise InvalidValue(key, f"{path} holds a {a.ndim}-D {a.dtype} array of shape {a.shape}; "
+                           "a matrix kernel needs a non-empty 2-D array of numbers")
+    a = a.astype(float)
+    if not np.all(np.isfinite(a)):
+        raise InvalidValue(key, f"{path} holds a value that is not finite (NaN or infinity)")
+    return a
 
 
 def _empirical_kernel(kernel: Mapping, arms: int | None, base: Path) -> dict:
