@@ -177,6 +177,12 @@ class ExactGP:
         var = prior - np.einsum("ij,ij->j", V, V)
         return mean, np.maximum(var, 0.0)
 
+    def one_step_variances(self) -> np.ndarray:
+        """Variance of f at each data point given the points before it (in D's order), `(n,)`:
+        `L_jj^2 - sigma_n^2 - jitter` (the factor's pivots), clipped to `[0, prior]`."""
+        pivots = np.diag(self.L_) ** 2 - self.noise_variance - self.jitter_
+        return np.clip(pivots, 0.0, self._prior_var(self.X_, self.times_))
+
     def predict_screen(self, Xq: np.ndarray, t_query: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """Like `predict` but in float32: ~3x faster, for ranking many candidates before a polish."""
         Xq = np.asarray(Xq, dtype=float)
