@@ -17,7 +17,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..acquisition import EI, UCB, PenalizedUCB, complexity_factor, mean_hessian_fd
-from ..agpucb import EstimatorData, regret_estimate
 from ..calibration import OutputMap
 from ..domains import PointsDomain
 from ..errors import DomainError
@@ -26,23 +25,21 @@ from ..gp import ExactGP
 from ..hyperparameters import GammaPrior, fit_hyperparameters
 from ..optimize import Budget, maximize_on_box, maximize_on_set, sobol_unit
 from ..spec import OptimizerSpec
-from ..trigger import RobustTrigger, decide
+from ..trigger import decide
 from .base import Strategy, TellResult
 from .build import (build_base_kernel, build_domain, build_exploration, build_kernel,  # noqa: F401
                     build_temporal, build_trigger)
 from .gpucb_state import read_state, write_state
+from .views import GPViews
 
 #: Stream ids for the per-step generators `default_rng([seed, t, stream])`.
 _RNG_ASK = 1
 _RNG_HYPER = 2
-_RNG_MC = 3  # the Monte Carlo points of the integrated variance (adaptive kappa/lambda)
-#: Candidates of the A-GP-UCB sigma-floor check on a box (the first rows of the Sobol set).
-_FLOOR_CANDIDATES = 256
 #: How many of the best observed points join the Sobol candidates on a box.
 _EXTRA_STARTS = 3
 
 
-class GPUCBStrategy(Strategy):
+class GPUCBStrategy(GPViews, Strategy):
     """GP-UCB with a configurable reset policy, temporal factor and exploration (module docstring)."""
 
     def __init__(self, spec: OptimizerSpec) -> None:
@@ -53,7 +50,6 @@ class GPUCBStrategy(Strategy):
         self.gp = ExactGP(build_kernel(spec, self.domain, self.base_kernel), spec.noise_variance,
                           build_temporal(spec))
         self.trigger = build_trigger(spec)
-        self._robust = isinstance(self.trigger, RobustTrigger)
         h = spec.hyper
         self._learns_variances = h is not None and (h.variance_bounds or h.noise_bounds) is not None
         self.budget = Budget(spec.candidates, spec.starts, spec.maxiter)
@@ -73,54 +69,6 @@ class GPUCBStrategy(Strategy):
         self._pending: np.ndarray | None = None
         #: what `settle` still has to do after the last tell (None: nothing)
         self._followup: Told | None = None
-
-    # ------------------------------------------------------------------ read-only views
-    @property
-    def t(self) -> int:
-        return self._t
-
-    @property
-    def t_prime(self) -> int:
-        """`t'` for the next tell: steps since the last reset (`t` before the first one)."""
-        return self._t - self._t_reset
-
-    @property
-    def dataset_size(self) -> int:
-        return self.gp.n
-
-    @property
-    def resets(self) -> int:
-        return self._resets
-
-    @property
-    def last_reset_t(self) -> int | None:
-        return self._last_reset_t
-
-    @property
-    def pending(self) -> np.ndarray | None:
-        """The proposal waiting for its `tell`, in physical units, or None."""
-        return None if self._pending is None else self.domain.to_physical(self._pending)
-
-    def to_internal_y(self, y: float) -> float:
-        """Measurement -> the GP's scale: `sign * (y - offset) / scale` (sign -1 when minimizing;
-        offset/scale calibrated with `measurement: auto`, `calibration.py`)."""
-        return self.output.to_internal(y)
-
-    def predict(self, x) -> tuple[float, float]:
-        """Posterior mean and std of the objective at `x` for the next step, in measurement units."""
-        self.settle()
-        z = self.domain.to_internal(x)
-        mean, var = self.gp.predict(z[None, :], float(self._t))
-        return (float(self.output.to_measurement(float(mean[0]))),
-                float(np.sqrt(var[0])) * self.output.scale_)
-
-    def dataset(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The current dataset D as `(X physical (n, d), y in measurement units (n,), steps (n,))`."""
-        if self.gp.n == 0:
-            return np.empty((0, self.domain.dim)), np.empty(0), np.empty(0, dtype=int)
-        X = np.array([self.domain.to_physical(z) for z in self.gp.X_])
-        y = self.output.to_measurement(self.gp.y_)
-        return X, y, self.gp.times_.astype(int)
 
     # ------------------------------------------------------------------ ask / tell
     def ask(self) -> np.ndarray:
@@ -158,28 +106,33 @@ class GPUCBStrategy(Strategy):
         )
         return z
 
-    def _posterior_at(self, z: np.ndarray, t: int) -> tuple[float, float]:
-        if self.domain.finite and self.gp.n:
-            mean, var = self.gp.predict_query_set(float(t))
-            i = int(z[0])
-            return float(mean[i]), float(np.sqrt(var[i]))
-        mean, var = self.gp.predict(z[None, :], float(t))
-        return float(mean[0]), float(np.sqrt(var[0]))
-
     def tell(self, x, y: float) -> TellResult:
         z = self.domain.to_internal(x)
         if not np.isfinite(y):
             raise DomainError(f"measurement must be finite, got {y!r}")
         self.settle()
-        t, yi = self._t, self.to_internal_y(y)
+        t, yi, n_before = self._t, self.to_internal_y(y), self.gp.n
         t_prime = t - self._t_reset
         mu, sigma = self._posterior_at(z, t)
-        n_before = self.gp.n
         decision = decide(self.trigger, yi, mu, sigma, t_prime, n_before, self.gp.noise_variance,
                           self.output.calibrating)
+        reason, burst, yi = self._update_dataset(t, z, y, yi, decision.fired)
+        self._followup = Told(t, yi, mu, reason is not None, n_before)
+        self._t += 1
+        self._pending = None
+        return TellResult(
+            t=t, t_prime=t_prime, reset=reason is not None, reset_reason=reason,
+            psi=decision.psi, threshold=decision.threshold, mu=mu, sigma=sigma,
+            dataset_size=self.gp.n, test=decision.test, window=decision.window,
+            window_psi=decision.window_psi, window_threshold=decision.window_threshold,
+            held=decision.held, reset_burst=burst,
+        )
+
+    def _update_dataset(self, t: int, z, y: float, yi: float, fired: bool):
+        """Reset and/or append `(z, y)`; returns `(reset reason or None, reset burst, yi)` (`yi`
+        is re-expressed if the reset re-centred the measurement map)."""
         reason, burst = None, False
-        # Paper, Alg. 1: on a trigger D <- {(x_t, y_t)}.
-        if self.spec.reset_policy == "event" and decision.fired:
+        if self.spec.reset_policy == "event" and fired:  # Paper, Alg. 1: D <- {(x_t, y_t)}
             reason = "event"
             self.gp.reset()
             burst = self.trigger.on_reset(t)
@@ -194,16 +147,7 @@ class GPUCBStrategy(Strategy):
             self._resets += 1
             self._last_reset_t = t
         self._calibrate(y)
-        self._followup = Told(t, yi, mu, reason is not None, n_before)
-        self._t += 1
-        self._pending = None
-        return TellResult(
-            t=t, t_prime=t_prime, reset=reason is not None, reset_reason=reason,
-            psi=decision.psi, threshold=decision.threshold, mu=mu, sigma=sigma,
-            dataset_size=self.gp.n, test=decision.test, window=decision.window,
-            window_psi=decision.window_psi, window_threshold=decision.window_threshold,
-            held=decision.held, reset_burst=burst,
-        )
+        return reason, burst, yi
 
     def settle(self) -> bool:
         """Finish the last `tell`: the MAP refit and the exploration update (True if there was work).
@@ -302,51 +246,3 @@ class GPUCBStrategy(Strategy):
         self._t, self._t_reset, self._resets = r.t, r.t_reset, r.resets
         self._last_reset_t, self._pending = r.last_reset_t, r.pending
         self._followup = None
-
-    # ------------------------------------------------------------------ exploration's view
-    @property
-    def kappa(self) -> float | None:
-        """The UCB weight of the next ask (`kappa_t`, or `sqrt(beta_t)`); None for EI."""
-        if self.spec.acquisition == "ei":
-            return None
-        self.settle()
-        return self.exploration.kappa(self._t)
-
-    def _data_mean(self, t: int) -> np.ndarray:
-        if self.domain.finite:
-            return self.gp.predict_query_set(float(t))[0][self.gp.X_[:, 0].astype(int)]
-        return self.gp.predict(self.gp.X_, float(t))[0]
-
-    # -- the GP in kernel coordinates (a box's internal z; a points domain's scaled coordinates)
-    def _kernel_coords(self, Z: np.ndarray) -> np.ndarray:
-        if isinstance(self.domain, PointsDomain):
-            return self.domain.kernel_inputs[np.asarray(Z)[:, 0].astype(int)]
-        return np.asarray(Z, dtype=float)
-
-    def _kernel_mean(self, P: np.ndarray, t: int) -> np.ndarray:
-        """Posterior mean at kernel coordinates `P` `(m, d)` (continuous also on a points domain)."""
-        if not isinstance(self.domain, PointsDomain):
-            return self.gp.predict(P, float(t))[0]
-        k = self.base_kernel(P, self._kernel_coords(self.gp.X_))
-        if self.gp.temporal is not None:
-            k = k * self.gp.temporal(np.array([float(t)]), self.gp.times_)
-        return k @ self.gp.alpha_
-
-    def integrated_variance(self, t: int) -> float:
-        """`I_t`: mean posterior variance over the domain at step `t` (Monte Carlo: `mc_points`
-        uniform points from `default_rng([seed, t, 3])` on a box; the exact mean on a points set)."""
-        if self.domain.finite:
-            return float(np.mean(self.gp.predict_query_set(float(t))[1]))
-        rng = np.random.default_rng([self.spec.seed, t, _RNG_MC])
-        return float(np.mean(self.gp.predict(self.domain.sample(rng, self.spec.exploration.mc_points),
-                                             float(t))[1]))
-
-    def regret_estimate(self, t: int):
-        """A-GP-UCB's `h -> estimate` on the current dataset (`tvbod.core.agpucb`)."""
-        d = self.domain
-        candidates = (d.kernel_inputs if isinstance(d, PointsDomain) else
-                      d.z_lower + self._unit[:_FLOOR_CANDIDATES] * (d.z_upper - d.z_lower))
-        data = EstimatorData(self._kernel_coords(self.gp.X_), self.gp.y_, self.gp.times_,
-                             self.base_kernel, self.gp.temporal, self.spec.noise_variance,
-                             candidates)
-        return regret_estimate(self.exploration, data, t)
