@@ -170,3 +170,15 @@ def test_reset_empties_the_dataset_and_restores_the_prior():
     assert gp.n == 0
     np.testing.assert_array_equal(mean, 0.0)
     np.testing.assert_array_equal(var, 2.0)
+
+
+@pytest.mark.parametrize("temporal", TEMPORALS, ids=["static", "forgetting", "drift"])
+def test_one_step_variances_equal_sequential_dense_conditioning(temporal):
+    X, y, times = _data(n=15)
+    gp = ExactGP(SquaredExponential([0.3, 0.5]), NOISE, temporal)
+    gp.fit(X[:5], y[:5], times[:5])
+    for i in range(5, 15):
+        gp.append(X[i], y[i], times[i])
+    for j in range(15):  # the posterior variance at x_j given x_1..x_{j-1}, at x_j's own time
+        want = _dense_posterior(gp.kernel, temporal, X[:j], y[:j], times[:j], X[j:j + 1], times[j])[1]
+        assert gp.one_step_variances()[j] == pytest.approx(want[0], rel=1e-8, abs=1e-12)

@@ -196,3 +196,40 @@ def test_near_ties_on_a_finite_set_go_to_the_lowest_index():
     assert i == 1
     i, _ = maximize_ucb_on_set(np.array([0.0, 1.0, 1.0 + 1e-6]), np.zeros(3), 1.0)
     assert i == 2
+
+
+def test_ei_on_arms_breaks_exact_ties_to_the_lowest_index():
+    # Two unobserved arms with the same prior and the same covariances to the data tie exactly
+    # under EI; the finite-set maximizer (the same as the UCB's) gives the lower index.
+    K = (np.eye(6) * 0.7 + 0.3).tolist()
+    s = make_strategy({"domain": {"type": "arms", "n_arms": 6}, "kernel": {"type": "matrix", "matrix": K},
+                       "seed": 3, "noise_variance": 0.01, "acquisition": "ei"})
+    for arm in (0, 1, 2, 3):
+        s.tell(arm, float(np.sin(arm)))
+    from tvbod.core.acquisition import EI
+
+    mean, var = s.gp.predict_query_set(float(s.t))
+    scores = EI(float(np.max(mean[:4]))).score(mean, var)
+    top = np.flatnonzero(scores == scores.max())
+    assert list(top) == [4, 5]  # an exact tie
+    assert s.ask() == 4
+
+
+def test_gpucb_module_keeps_the_build_factories_importable():
+    from tvbod.core.strategies import build, gpucb
+
+    for name in ("build_domain", "build_base_kernel", "build_kernel", "build_exploration",
+                 "build_trigger", "build_temporal"):
+        assert getattr(gpucb, name) is getattr(build, name)
+
+
+def test_the_default_exploration_is_the_fixed_beta_schedule():
+    import math
+
+    from tvbod.core.acquisition import beta_t
+    from tvbod.core.exploration import FixedBeta
+
+    s, _, _ = _run({"domain": BOX}, 4)
+    assert isinstance(s.exploration, FixedBeta)
+    assert s.kappa == math.sqrt(beta_t(5, 0.4, 4.0))
+    assert "exploration" not in s.state_dict()

@@ -97,3 +97,31 @@ def test_reset_keeps_only_the_triggering_measurement_and_restarts_t_prime():
     assert r.dataset_size == 1 and r.t == 11 and r.t_prime == 11
     r2 = s.tell(s.ask(), 5.0)
     assert r2.t_prime == 1 and r2.dataset_size == 2
+
+
+def test_decide_holds_a_firing_test_while_the_measurement_map_calibrates():
+    from tvbod.core.trigger import decide
+
+    trig = EventTrigger(0.1, 0.02)
+    far = decide(trig, 5.0, 0.0, 0.1, 3, 4, 0.02, calibrating=False)
+    assert far.fired and far.test == "point" and not far.held
+    held = decide(trig, 5.0, 0.0, 0.1, 3, 4, 0.02, calibrating=True)
+    assert not held.fired and held.held and held.psi == far.psi and held.threshold == far.threshold
+    near = decide(trig, 0.01, 0.0, 0.1, 3, 4, 0.02, calibrating=True)
+    assert not near.fired and not near.held
+
+
+def test_decide_on_an_empty_dataset_reports_the_test_but_does_not_reset():
+    from tvbod.core.trigger import RobustTrigger, decide
+
+    for trig in (EventTrigger(0.1, 0.02), RobustTrigger(0.1, 0.02, refractory=0)):
+        d = decide(trig, 5.0, 0.0, 1.0, 5, 0, 0.02, calibrating=False)
+        assert d.test == "point" and not d.fired and not d.held
+
+
+def test_robust_point_threshold_is_the_papers_with_the_learned_noise():
+    from tvbod.core.trigger import RobustTrigger
+
+    d = RobustTrigger(0.1, 0.02).evaluate(0.0, 0.0, 0.3, 7, 3, noise_variance=0.05)
+    assert d.threshold == math.sqrt(rho(7, 0.1)) * 0.3 + wbar(7, 0.1, 0.05)
+    assert d.threshold == EventTrigger(0.1, 0.02).threshold(0.3, 7, 0.05)

@@ -1,14 +1,31 @@
-"""GP-UCB acquisition: `alpha(x) = mu_D(x) + sqrt(beta_t) sigma_D(x)` with `beta_t = c1 ln(c2 t)`."""
+"""Acquisitions: GP-UCB `alpha(x) = mu_D(x) + sqrt(beta_t) sigma_D(x)` with `beta_t = c1 ln(c2 t)`,
+expected improvement, and the uncertainty-penalized UCB of issue 6.
+
+The value objects `UCB`, `EI` and `PenalizedUCB` are what the maximizers (`tvbod.core.optimize`)
+take: `score(mean, var)` ranks candidates (nondecreasing in `var`, as `ExactGP.screen_best`
+needs), `score_grad(mean, var, dmean, dvar)` is that score and its input gradient for L-BFGS-B,
+and `final(points, mean, var)` is the value the winner is picked by among the few screened or
+polished points (the smooth score, or with a term too expensive or too rough to optimize:
+`screened`).
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 
 def beta_t(t: int, c1: float, c2: float) -> float:
-    """Exploration weight `beta_t = c1 ln(c2 t)` at the global step `t >= 1` (clamped at 0)."""
+    """Exploration weight `beta_t = c1 ln(c2 t)` at the global step `t >= 1` (clamped at 0).
+
+    Srinivas et al. (2010, "Gaussian process optimization in the bandit setting", Thm. 1 for a
+    finite D: `beta_t = 2 ln(|D| t^2 pi^2 / (6 delta))`; Thm. 2 for a compact box: `2 ln(t^2 2 pi^2 /
+    (3 delta)) + O(d ln t)`) bound the regret with a `beta_t` growing as `ln t`; ET-GP-UCB
+    (arXiv 2208.10790) takes its `beta_t` from them. `c1 ln(c2 t)` keeps that growth with
+    configurable constants (the theorems' constants are conservative in practice)."""
     return max(c1 * math.log(c2 * t), 0.0)
 
 
@@ -19,10 +36,15 @@ def ucb(mean: np.ndarray, var: np.ndarray, beta: float) -> np.ndarray:
 
 def ucb_grad(mean, var, dmean, dvar, beta: float) -> tuple[np.ndarray, np.ndarray]:
     """UCB value and its gradient, `d sigma = d var / (2 sigma)` (zero where sigma is 0)."""
+    return kappa_ucb_grad(mean, var, dmean, dvar, math.sqrt(beta))
+
+
+def kappa_ucb_grad(mean, var, dmean, dvar, kappa: float) -> tuple[np.ndarray, np.ndarray]:
+    """`mu + kappa sigma` and its gradient (`ucb_grad` with `kappa = sqrt(beta)`)."""
     sigma = np.sqrt(np.maximum(var, 0.0))
-    value = mean + math.sqrt(beta) * sigma
+    value = mean + kappa * sigma
     safe = np.where(sigma > 1e-12, sigma, np.inf)
-    grad = dmean + math.sqrt(beta) * dvar / (2.0 * safe[:, None])
+    grad = dmean + kappa * dvar / (2.0 * safe[:, None])
     return value, grad
 
 
@@ -103,3 +125,58 @@ def complexity_factor(hessians: np.ndarray, floor: float = EIGEN_FLOOR) -> np.nd
     """`C(x) = sum_i max(|eig_i(H(x))|, floor)` for Hessians `(m, d, d)`, `(m,)`."""
     eig = np.linalg.eigvalsh(0.5 * (hessians + np.swapaxes(hessians, -1, -2)))
     return np.maximum(np.abs(eig), floor).sum(axis=-1)
+
+
+# ---------------------------------------------------------------------- value objects
+@dataclass(frozen=True)
+class UCB:
+    """`mu + kappa sigma`: GP-UCB with `kappa = sqrt(beta_t)` or an adaptive / A-GP-UCB weight."""
+
+    kappa: float
+    #: True if `final` is costly: a finite set then finalizes only its best few by `score`.
+    screened = False
+
+    @classmethod
+    def from_beta(cls, beta: float) -> UCB:
+        return cls(math.sqrt(beta))
+
+    def score(self, mean, var) -> np.ndarray:
+        return kappa_ucb(mean, var, self.kappa)
+
+    def score_grad(self, mean, var, dmean, dvar) -> tuple[np.ndarray, np.ndarray]:
+        return kappa_ucb_grad(mean, var, dmean, dvar, self.kappa)
+
+    def final(self, points, mean, var) -> np.ndarray:
+        return self.score(mean, var)
+
+
+@dataclass(frozen=True)
+class EI:
+    """Expected improvement over `best` (the posterior mean's maximum on the data) by `xi`."""
+
+    best: float
+    xi: float = 0.0
+    screened = False
+
+    def score(self, mean, var) -> np.ndarray:
+        return expected_improvement(mean, var, self.best, self.xi)
+
+    def score_grad(self, mean, var, dmean, dvar) -> tuple[np.ndarray, np.ndarray]:
+        return expected_improvement_grad(mean, var, dmean, dvar, self.best, self.xi)
+
+    def final(self, points, mean, var) -> np.ndarray:
+        return self.score(mean, var)
+
+
+@dataclass(frozen=True)
+class PenalizedUCB(UCB):
+    """`mu + kappa sigma - lambda sigma^2 C(x)` (`penalized_ucb`). The smooth part is maximized;
+    the penalty is scored only on the screened/polished points (`final`): `complexity(points)`
+    needs the mean's Hessian, and its eigenvalue terms are not smooth for L-BFGS-B."""
+
+    lam: float = 0.0
+    complexity: Callable[[np.ndarray], np.ndarray] | None = None
+    screened = True
+
+    def final(self, points, mean, var) -> np.ndarray:
+        return self.score(mean, var) - self.lam * var * self.complexity(points)

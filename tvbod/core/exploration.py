@@ -9,14 +9,20 @@
   `g(t) = h(t)`, the norm bound grows by `b(t)`, and `h(t)` (non-decreasing) is the smallest value
   at which an estimate of the regret reaches the sublinear reference `p(t) = t^rho`.
 
-Each has `state_dict`/`load_state_dict` (plain data, exact) and `on_reset()`; the strategy owns the
-GP and passes numbers in. See docs/configuration.md, *Exploration*, for the reset semantics.
+All share one protocol (`Exploration`): `kappa(t)`, the UCB weight of the ask at step `t`;
+`penalty()`, the uncertainty penalty's `lambda` (0: plain UCB); `after_tell(told, model)`, the
+update after a tell's reset/append, returning the lengthscales the kernel must use from now on
+(None: unchanged); `on_reset()`; and `state_dict`/`load_state_dict` (plain data, exact; empty for
+`FixedBeta`, whose strategy state has no `exploration` entry). The strategy owns the GP and passes
+numbers in. See docs/configuration.md, *Exploration*, for the reset semantics.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -26,8 +32,66 @@ from .acquisition import beta_t
 _TINY = 1e-12
 
 
-class FixedBeta:
-    """`kappa_t = sqrt(beta_t)`, `beta_t = c1 ln(c2 t)` (SafeOpt's habit: a constant is a schedule)."""
+@dataclass(frozen=True)
+class Told:
+    """What a tell left for the exploration update: step `t`, the measurement `yi` and the
+    prediction `mu` on the GP's scale, whether D was `reset`, and |D| before the tell."""
+
+    t: int
+    yi: float
+    mu: float
+    reset: bool
+    n_before: int
+
+
+class Model(Protocol):
+    """What an exploration update may read of its strategy."""
+
+    @property
+    def dataset_size(self) -> int: ...
+
+    def integrated_variance(self, t: int) -> float: ...
+
+    def regret_estimate(self, t: int) -> Callable[[float], float]: ...
+
+
+class Exploration:
+    """The protocol, with the defaults of a schedule that keeps no state (`FixedBeta`)."""
+
+    kind = "fixed"
+
+    def kappa(self, t: int) -> float:
+        raise NotImplementedError
+
+    def penalty(self) -> float:
+        """`lambda` of the penalty `lambda sigma^2 C(x)` (`acquisition.PenalizedUCB`); 0: none."""
+        return 0.0
+
+    def after_tell(self, told: Told, model: Model) -> np.ndarray | None:
+        """Update after a tell; the lengthscales the kernel must use now, or None (unchanged)."""
+        return None
+
+    def on_reset(self) -> None:
+        """Forget what is about the old dataset (nothing, by default)."""
+
+    def map_start(self) -> np.ndarray | None:
+        """The lengthscales the MAP refit starts from (None: the kernel's, by default)."""
+        return None
+
+    def keep_map(self, lengthscales: np.ndarray) -> bool:
+        """Offer the MAP fit; True if the exploration keeps it (the kernel then does not take it)."""
+        return False
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        return None
+
+
+class FixedBeta(Exploration):
+    """`kappa_t = sqrt(beta_t)`, `beta_t = c1 ln(c2 t)` on the global step (SafeOpt's habit: a
+    constant is a schedule). A reset forgets nothing (unchanged ET-GP-UCB behaviour)."""
 
     kind = "fixed"
 
@@ -37,22 +101,13 @@ class FixedBeta:
     def kappa(self, t: int) -> float:
         return math.sqrt(beta_t(t, self.c1, self.c2))
 
-    def on_reset(self) -> None:
-        """Nothing to forget: the schedule runs on the global step (unchanged ET-GP-UCB behaviour)."""
-
-    def state_dict(self) -> dict:
-        return {}
-
-    def load_state_dict(self, state: dict) -> None:
-        return None
-
 
 def _ema(avg: float | None, value: float, eta: float) -> float:
     """`avg <- (1 - eta) avg + eta value`; the first value starts the average (`avg is None`)."""
     return value if avg is None else (1.0 - eta) * avg + eta * value
 
 
-class AdaptiveKappaLambda:
+class AdaptiveKappaLambda(Exploration):
     """State and updates of the adaptive `kappa_t` (exploration) and `lambda_t` (penalty).
 
     Start: `Deltabar_0 = 0` is read as *no average yet* (`None`): the first surprise `Delta_1`
@@ -72,6 +127,21 @@ class AdaptiveKappaLambda:
         self.lambda_ = float(min(max(lambda0, 0.0), lambda_max))
         self.delta_bar_: float | None = None
         self.i_bar_: float | None = None
+
+    def kappa(self, t: int) -> float:
+        return self.kappa_
+
+    def penalty(self) -> float:
+        return self.lambda_
+
+    def after_tell(self, told: Told, model: Model) -> None:
+        """`kappa` from the surprise `Delta_t = |y_t - mu_{t-1}(x_t)|` (it needs a posterior: not
+        on a reset or an empty D), `lambda` from the integrated variance of the next step."""
+        if not told.reset and told.n_before > 0:
+            self.update_kappa(abs(told.yi - told.mu))
+        if model.dataset_size:
+            self.update_lambda(model.integrated_variance(told.t + 1))
+        return None
 
     def update_kappa(self, delta: float) -> float:
         """`kappa <- clip(kappa exp(beta (Delta - Deltabar) / Deltabar))`, `Delta = |y_t - mu_{t-1}(x_t)|`."""
@@ -159,18 +229,20 @@ def line_search_h(estimate: Callable[[float], float], target: float, h_prev: flo
     return max(math.exp(hi), h_prev)
 
 
-class AGPUCBScaling:
+class AGPUCBScaling(Exploration):
     """A-GP-UCB's clock `tau` (tells since the last reset), scaling `h = g`, and the MAP lengthscales.
 
     `sqrt(beta_t) = b(tau) h^(d/2) B_0 + sqrt(c1 ln(c2 t))`: the norm-bound term of Berkenkamp et al.
-    (2019, Alg. 1) plus the configured GP-UCB schedule standing in for the information-gain term.
+    (2019, Alg. 1) plus the configured GP-UCB schedule `base` (a `FixedBeta`; None: no such term)
+    standing in for the information-gain term. The estimators of `h` are in `tvbod.core.agpucb`.
     """
 
     kind = "agpucb"
 
     def __init__(self, theta0, norm_bound: float, exponent: float = 0.9, rule: str = "min",
                  estimator: str = "one-step", h_max: float = 100.0, sigma_floor: float = 0.1,
-                 bound_constant: float = 1.0) -> None:
+                 bound_constant: float = 1.0, base: FixedBeta | None = None) -> None:
+        self.base = base
         self.theta0 = np.asarray(theta0, dtype=float).copy()
         self.norm_bound, self.exponent, self.rule = norm_bound, exponent, rule
         self.estimator, self.h_max, self.sigma_floor = estimator, h_max, sigma_floor
@@ -194,6 +266,23 @@ class AGPUCBScaling:
     def lengthscales(self, h: float | None = None) -> np.ndarray:
         return scaled_lengthscales(self.theta_map_, self.theta0, self.h_ if h is None else h,
                                    self.rule)
+
+    def kappa(self, t: int) -> float:
+        return (0.0 if self.base is None else self.base.kappa(t)) + self.norm_term()
+
+    def after_tell(self, told: Told, model: Model) -> np.ndarray:
+        """Advance the clock and `h` (only with data: the estimates need a posterior); the kernel
+        uses the scaled lengthscales from now on."""
+        if model.dataset_size:
+            self.advance(model.regret_estimate(told.t))
+        return self.lengthscales()
+
+    def map_start(self) -> np.ndarray:
+        return self.theta_map_  # warm start from the MAP, not the scaled theta_t
+
+    def keep_map(self, lengthscales: np.ndarray) -> bool:
+        self.theta_map_ = lengthscales  # theta_t follows in after_tell
+        return True
 
     def advance(self, estimate: Callable[[float], float] | None) -> float:
         """One tell: `tau += 1`, then `h <- smallest h >= h_prev with estimate(h) >= p(tau)`.

@@ -11,24 +11,12 @@ import numpy as np
 from scipy.linalg import cholesky, solve_triangular
 
 from .errors import NumericalError
+from .query_set import QuerySetPosterior
+from .screen import Float32Screen
 
 #: Largest jitter tried, relative to the mean prior variance, before giving up.
 MAX_RELATIVE_JITTER = 1e-4
 _FIRST_RELATIVE_JITTER = 1e-10
-#: Rows of the factor in the first block of `ExactGP.screen_best`'s blocked solve.
-_SCREEN_BLOCK = 64
-
-
-def _col_sq(V: np.ndarray) -> np.ndarray:
-    """Column sums of squares, `(m,)` float64 from `(n, m)`."""
-    return np.einsum("ij,ij->j", V, V).astype(float)
-
-
-def _top(score: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the `k` largest scores (in no particular order)."""
-    if k >= len(score):
-        return np.arange(len(score))
-    return np.argpartition(-score, k - 1)[:k]
 
 
 class ExactGP:
@@ -45,6 +33,7 @@ class ExactGP:
         self.noise_variance = float(noise_variance)
         self.temporal = temporal
         self._query = None
+        self._screen = Float32Screen()
         self.reset()
 
     # ------------------------------------------------------------------ dataset
@@ -62,9 +51,9 @@ class ExactGP:
         self.jitter_ = 0.0
         self.full_n_ = 0
         self._alpha = None
-        self._L32 = None
+        self._screen.invalidate()
         if self._query is not None:
-            self._reset_query_cache()
+            self._query.reset()
 
     def _cov(self, a, ta, b, tb) -> np.ndarray:
         k = self.kernel(a, b)
@@ -72,7 +61,8 @@ class ExactGP:
             k = k * self.temporal(ta, tb)
         return k
 
-    def _prior_var(self, a, ta) -> np.ndarray:
+    def prior_variance(self, a, ta) -> np.ndarray:
+        """Prior variance of f at the rows of `a` at time(s) `ta`, `(m,)`."""
         v = self.kernel.diag(a)
         if self.temporal is not None:
             v = v * self.temporal.diag(np.broadcast_to(ta, (len(a),)))
@@ -106,9 +96,9 @@ class ExactGP:
         self.L_, self.jitter_, self.full_n_ = L, float(j), len(y)
         self.v_ = solve_triangular(L, y, lower=True, check_finite=False)
         self._alpha = None
-        self._L32 = None
+        self._screen.invalidate()
         if self._query is not None:
-            self._rebuild_query_cache()
+            self._query.rebuild(self)
 
     def _jitter_ladder(self, scale: float) -> list[float]:
         first = max(self.jitter_, 0.0)
@@ -132,7 +122,7 @@ class ExactGP:
             return
         tx = np.array([float(t)])
         k = self._cov(self.X_, self.times_, x, tx)[:, 0]
-        kss = float(self._prior_var(x, tx)[0]) + self.noise_variance + self.jitter_
+        kss = float(self.prior_variance(x, tx)[0]) + self.noise_variance + self.jitter_
         l = solve_triangular(self.L_, k, lower=True, check_finite=False)
         d2 = kss - float(l @ l)
         if not d2 > 1e-12 * kss:
@@ -152,9 +142,9 @@ class ExactGP:
         self.y_ = np.append(self.y_, float(y))
         self.times_ = np.append(self.times_, float(t))
         self._alpha = None
-        self._L32 = None
+        self._screen.invalidate()
         if self._query is not None:
-            self._append_query_row(x, tx, l, d, v_new)
+            self._query.append(self, x, tx, l, d, v_new)
 
     # ------------------------------------------------------------------ prediction
     @property
@@ -168,7 +158,7 @@ class ExactGP:
         """Posterior mean and variance of f at `Xq` `(m, d)` for time `t_query`; shapes `(m,)`."""
         Xq = np.asarray(Xq, dtype=float)
         tq = np.array([float(t_query)])
-        prior = self._prior_var(Xq, tq)
+        prior = self.prior_variance(Xq, tq)
         if self.n == 0:
             return np.zeros(len(Xq)), prior
         kq = self._cov(Xq, tq, self.X_, self.times_)
@@ -177,78 +167,20 @@ class ExactGP:
         var = prior - np.einsum("ij,ij->j", V, V)
         return mean, np.maximum(var, 0.0)
 
+    def one_step_variances(self) -> np.ndarray:
+        """Variance of f at each data point given the points before it (in D's order), `(n,)`:
+        `L_jj^2 - sigma_n^2 - jitter` (the factor's pivots), clipped to `[0, prior]`."""
+        pivots = np.diag(self.L_) ** 2 - self.noise_variance - self.jitter_
+        return np.clip(pivots, 0.0, self.prior_variance(self.X_, self.times_))
+
     def predict_screen(self, Xq: np.ndarray, t_query: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """Like `predict` but in float32: ~3x faster, for ranking many candidates before a polish."""
-        Xq = np.asarray(Xq, dtype=float)
-        tq = np.array([float(t_query)])
-        prior = self._prior_var(Xq, tq)
-        if self.n == 0:
-            return np.zeros(len(Xq)), prior
-        kq = self._screen_cov(Xq, tq)
-        L32, v32, _ = self._factor32()
-        V = solve_triangular(L32, kq.T, lower=True, check_finite=False)
-        mean = (V.T @ v32).astype(float)
-        var = prior - np.einsum("ij,ij->j", V, V).astype(float)
-        return mean, np.maximum(var, 0.0)
+        return self._screen.predict(self, Xq, t_query)
 
     def screen_best(self, Xq: np.ndarray, t_query: float, score, k: int) -> np.ndarray:
-        """Indices `(k,)` of the rows of `Xq` `(m, d)` with the largest `score(mean, var)` under the
-        float32 screening posterior, for a `score` nondecreasing in `var` (e.g. the UCB).
-
-        Same ranking as `predict_screen` with far less work: the explained variance
-        `|L^{-1} k(x)|^2` is a sum over the rows of `L`, so after its first `b` rows
-        `score(mean, prior - partial sum)` bounds a candidate's score from above. Full solves run
-        only for a pilot set (the best bounds after the first block) and for the candidates whose
-        bound stays above the pilot's k-th best score. `mean = k^T alpha` (RW2006 Alg. 2.1, line 4).
-        """
-        Xq = np.asarray(Xq, dtype=float)
-        m = len(Xq)
-        k = min(int(k), m)
-        pilot_size = max(8 * k, 32)
-        if self.n <= 2 * _SCREEN_BLOCK or m <= 2 * pilot_size:
-            return _top(score(*self.predict_screen(Xq, t_query)), k)
-        tq = np.array([float(t_query)])
-        prior = self._prior_var(Xq, tq)
-        kq = self._screen_cov(Xq, tq)
-        L32, _, a32 = self._factor32()
-        mean = (kq @ a32).astype(float)
-        b = _SCREEN_BLOCK
-        V = solve_triangular(L32[:b, :b], kq[:, :b].T, lower=True, check_finite=False)  # (b, m)
-        bound = score(mean, np.maximum(prior - _col_sq(V), 0.0))
-        pilot = _top(bound, pilot_size)
-        Vp = solve_triangular(L32, kq[pilot].T, lower=True, check_finite=False)
-        best = score(mean[pilot], np.maximum(prior[pilot] - _col_sq(Vp), 0.0))
-        tau = np.partition(best, len(best) - k)[len(best) - k]  # k-th best pilot score
-        outside = np.ones(m, dtype=bool)
-        outside[pilot] = False
-        alive = np.flatnonzero(outside & (bound > tau))
-        V, explained, bound = V[:, alive], _col_sq(V[:, alive]), bound[alive]
-        while alive.size and b < self.n:
-            e = min(2 * b, self.n)  # blocks double: most candidates drop out after the first
-            rhs = kq[alive, b:e].T - L32[b:e, :b] @ V
-            Vb = solve_triangular(L32[b:e, b:e], rhs, lower=True, check_finite=False)
-            explained = explained + _col_sq(Vb)
-            bound = score(mean[alive], np.maximum(prior[alive] - explained, 0.0))
-            keep = bound > tau
-            alive, explained, bound = alive[keep], explained[keep], bound[keep]
-            V = np.vstack([V[:, keep], Vb[:, keep]])
-            b = e
-        idx = np.concatenate([pilot, alive])  # survivors' bounds are exact scores once b == n
-        return idx[_top(np.concatenate([best, bound]), k)]
-
-    def _screen_cov(self, Xq: np.ndarray, tq: np.ndarray) -> np.ndarray:
-        """`k(Xq, X)` in float32, `(m, n)`."""
-        kq = self.kernel(Xq, self.X_, dtype=np.float32)
-        if self.temporal is not None:
-            kq *= self.temporal(tq, self.times_).astype(np.float32)
-        return kq
-
-    def _factor32(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """`(L, L^{-1} y, alpha)` in float32, from the float64 factor; cached until it changes."""
-        if self._L32 is None:
-            self._L32 = (self.L_.astype(np.float32), self.v_.astype(np.float32),
-                         self.alpha_.astype(np.float32))
-        return self._L32
+        """Indices `(k,)` of the rows of `Xq` with the largest `score(mean, var)` under the float32
+        screening posterior, for a `score` nondecreasing in `var` (`screen.Float32Screen.best`)."""
+        return self._screen.best(self, Xq, t_query, score, k)
 
     def predict_with_grad(
         self, Xq: np.ndarray, t_query: float = 0.0
@@ -261,7 +193,7 @@ class ExactGP:
         """
         Xq = np.asarray(Xq, dtype=float)
         tq = np.array([float(t_query)])
-        prior = self._prior_var(Xq, tq)
+        prior = self.prior_variance(Xq, tq)
         m, d = Xq.shape
         if self.n == 0:
             return np.zeros(m), prior, np.zeros((m, d)), np.zeros((m, d))
@@ -287,67 +219,13 @@ class ExactGP:
 
     # ------------------------------------------------------------------ finite query set
     def attach_query_set(self, Zq: np.ndarray) -> None:
-        """Keep the posterior on a fixed finite set `Zq` up to date with O(n m) work per append.
-
-        Valid when the cross-covariance between a past observation and a later query does not
-        depend on the query time (no temporal factor, or `temporal.query_invariant`);
-        otherwise `predict_query_set` recomputes in O(n^2 m).
-        """
-        self._query = np.asarray(Zq, dtype=float)
-        self._rebuild_query_cache()
-
-    def _incremental_query(self) -> bool:
-        return self.temporal is None or getattr(self.temporal, "query_invariant", False)
-
-    def _past_factor(self, t: np.ndarray) -> np.ndarray:
-        if self.temporal is None:
-            return np.ones(len(t))
-        return self.temporal.diag(t)  # drift: 1 + sigma_w^2 min(t_i, T) = 1 + sigma_w^2 t_i
-
-    def _reset_query_cache(self) -> None:
-        m = len(self._query)
-        self._qV = np.empty((0, m))
-        self._q_mean = np.zeros(m)
-        self._q_explained = np.zeros(m)
-        self._q_time = None
-        self._q_time_result = None
-
-    def _rebuild_query_cache(self) -> None:
-        self._reset_query_cache()
-        if self.n == 0 or not self._incremental_query():
-            return
-        kq = self.kernel(self.X_, self._query) * self._past_factor(self.times_)[:, None]
-        V = solve_triangular(self.L_, kq, lower=True, check_finite=False)
-        self._qV = np.empty((max(2 * self.n, 16), V.shape[1]))
-        self._qV[: self.n] = V
-        self._q_mean = V.T @ self.v_
-        self._q_explained = np.einsum("ij,ij->j", V, V)
-
-    def _append_query_row(self, x, tx, l, d, v_new) -> None:
-        if not self._incremental_query():
-            self._q_time = None
-            return
-        n = self.n - 1  # rows held before this append
-        k_new = self.kernel(x, self._query)[0] * self._past_factor(tx)[0]
-        row = (k_new - l @ self._qV[:n]) / d
-        if n >= len(self._qV):
-            grown = np.empty((max(2 * n, 16), self._qV.shape[1]))
-            grown[:n] = self._qV[:n]
-            self._qV = grown
-        self._qV[n] = row
-        self._q_mean = self._q_mean + row * v_new
-        self._q_explained = self._q_explained + row * row
+        """Keep the posterior on a fixed finite set `Zq` up to date (`query_set.QuerySetPosterior`)."""
+        self._query = QuerySetPosterior(Zq)
+        self._query.rebuild(self)
 
     def predict_query_set(self, t_query: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and variance on the attached query set at time `t_query`."""
-        Zq = self._query
-        if not self._incremental_query():
-            if self._q_time != t_query:
-                self._q_time_result = self.predict(Zq, t_query)
-                self._q_time = t_query
-            return self._q_time_result
-        prior = self._prior_var(Zq, np.array([float(t_query)]))
-        return self._q_mean.copy(), np.maximum(prior - self._q_explained, 0.0)
+        return self._query.predict(self, t_query)
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict:

@@ -1,5 +1,9 @@
-"""Maximizing the acquisition: scrambled Sobol candidates scored in one vectorized pass, then a
-batched L-BFGS-B polish from the best few (box); exhaustive scoring (finite sets)."""
+"""Maximizing an acquisition: scrambled Sobol candidates scored in one vectorized pass, then a
+batched L-BFGS-B polish from the best few (box); exhaustive scoring (finite sets).
+
+One maximizer per domain kind, each taking any acquisition value object (`UCB`, `EI`,
+`PenalizedUCB` in `tvbod.core.acquisition`: `score`, `score_grad`, `final`), so every
+acquisition gets the same candidates, polish and, on finite sets, the same tie rule."""
 
 from __future__ import annotations
 
@@ -8,8 +12,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
-from .acquisition import ucb, ucb_grad
+from .acquisition import UCB
 from .sobol import MAX_DIM, scrambled_sobol
+
+#: Scores within this (relative) of the maximum tie on a finite set; the lowest index wins.
+TIE_TOLERANCE = 1e-12
 
 
 @dataclass(frozen=True)
@@ -34,10 +41,10 @@ def sobol_unit(dim: int, n: int, seed: int) -> np.ndarray:
     return qmc.Sobol(dim, scramble=True, seed=seed).random_base2(m)[:n]
 
 
-def maximize_ucb_on_box(
+def maximize_on_box(
     gp,
     t_query: float,
-    beta: float,
+    acq,
     lower: np.ndarray,
     upper: np.ndarray,
     unit_candidates: np.ndarray,
@@ -45,42 +52,44 @@ def maximize_ucb_on_box(
     budget: Budget,
     extra: np.ndarray | None = None,
 ) -> tuple[np.ndarray, float]:
-    """Return `(z*, ucb(z*))` over the box `[lower, upper]` (internal coordinates).
+    """Return `(z*, acq.final(z*))` over the box `[lower, upper]` (internal coordinates).
 
     Candidates are `unit_candidates` rotated by `shift` modulo 1 (a Cranley-Patterson rotation, so
     every step sees a fresh low-discrepancy set), plus `extra` points (e.g. the best data points).
-    They are ranked in float32 (`gp.screen_best`: the top `starts` without solving for every
-    candidate), the best `starts` are polished together as one L-BFGS-B problem (the sum of
-    separable objectives), and the winner is chosen on float64 values.
+    They are ranked by `acq.score` in float32 (`gp.screen_best`: the top `starts` without solving
+    for every candidate), the best `starts` are polished together as one L-BFGS-B problem (the sum
+    of separable objectives), and the winner is chosen on float64 `acq.final` values.
     """
     span = upper - lower
     cands = lower + np.mod(unit_candidates + shift, 1.0) * span
     if extra is not None and len(extra):
         cands = np.vstack([cands, np.clip(extra, lower, upper)])
     k = min(budget.starts, len(cands))
-    starts = cands[gp.screen_best(cands, t_query, lambda mean, var: ucb(mean, var, beta), k)]
+    starts = cands[gp.screen_best(cands, t_query, acq.score, k)]
     if budget.maxiter > 0 and gp.n > 0:
-        points, values = _polish(gp, t_query, beta, starts, lower, upper, budget.maxiter)
+        points, mean, var = _polish(gp, t_query, acq, starts, lower, upper, budget.maxiter)
     else:
-        points, values = starts, ucb(*gp.predict(starts, t_query), beta)
+        points, (mean, var) = starts, gp.predict(starts, t_query)
+    values = acq.final(points, mean, var)
     best = int(np.argmax(values))
     return points[best].copy(), float(values[best])
 
 
-def _polish(gp, t_query, beta, starts, lower, upper, maxiter) -> tuple[np.ndarray, np.ndarray]:
-    """L-BFGS-B on the sum of the UCB at all `starts` (separable, so one problem polishes them all).
+def _polish(gp, t_query, acq, starts, lower, upper, maxiter):
+    """L-BFGS-B on the sum of `acq.score_grad` at all `starts` (separable: one problem for all).
 
-    Returns the starts and their polished ends, `(2k, d)`, with float64 UCB values `(2k,)`. The
-    values come from the objective's own evaluations at `x0` and at the returned `x` (the same
-    float64 posterior as `gp.predict`), re-computed only if L-BFGS-B returned a point it did not
-    evaluate.
+    Returns the starts and their polished ends `(2k, d)` with their float64 posterior mean and
+    variance `(2k,)`, taken from the objective's own evaluations at `x0` and at the returned `x`
+    (the same float64 posterior as `gp.predict`), re-computed only if L-BFGS-B returned a point it
+    did not evaluate.
     """
     k, d = starts.shape
-    seen: dict[bytes, np.ndarray] = {}
+    seen: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
 
     def objective(flat: np.ndarray) -> tuple[float, np.ndarray]:
-        value, grad = ucb_grad(*gp.predict_with_grad(flat.reshape(k, d), t_query), beta)
-        seen[flat.tobytes()] = value
+        mean, var, dmean, dvar = gp.predict_with_grad(flat.reshape(k, d), t_query)
+        value, grad = acq.score_grad(mean, var, dmean, dvar)
+        seen[flat.tobytes()] = (mean, var)
         return -float(value.sum()), -grad.ravel()
 
     res = minimize(
@@ -93,20 +102,37 @@ def _polish(gp, t_query, beta, starts, lower, upper, maxiter) -> tuple[np.ndarra
     )
     polished = np.clip(res.x.reshape(k, d), lower, upper)
     points = np.vstack([starts, polished])
-    v0, v1 = seen.get(starts.tobytes()), seen.get(polished.tobytes())
-    if v0 is None or v1 is None:
-        return points, ucb(*gp.predict(points, t_query), beta)
-    return points, np.concatenate([v0, v1])
+    p0, p1 = seen.get(starts.tobytes()), seen.get(polished.tobytes())
+    if p0 is None or p1 is None:
+        return (points, *gp.predict(points, t_query))
+    return points, np.concatenate([p0[0], p1[0]]), np.concatenate([p0[1], p1[1]])
+
+
+def maximize_on_set(mean: np.ndarray, var: np.ndarray, acq, screen: int = Budget.starts
+                    ) -> tuple[int, float]:
+    """Exhaustive maximum of `acq` over a finite set; ties go to the lowest index.
+
+    An acquisition whose final value is costly (`acq.screened`, e.g. `PenalizedUCB`) gives it
+    only to the `screen` best by `acq.score`; otherwise every point is scored by `acq.final`.
+    "Tie" means within `TIE_TOLERANCE` (relative) of the maximum: points mirrored around a single
+    data point tie exactly in exact arithmetic but differ in the last bits, and which one wins must
+    not depend on round-off (or results would change with the BLAS build).
+    """
+    index = np.arange(len(mean))
+    if acq.screened and screen < len(mean):
+        index = np.sort(np.argpartition(-acq.score(mean, var), screen - 1)[:screen])
+    score = acq.final(index.astype(float)[:, None], mean[index], var[index])
+    top = float(np.max(score))
+    i = int(np.flatnonzero(score >= top - TIE_TOLERANCE * max(1.0, abs(top)))[0])
+    return int(index[i]), float(score[i])
+
+
+def maximize_ucb_on_box(gp, t_query, beta, lower, upper, unit_candidates, shift, budget, extra=None):
+    """`maximize_on_box` with `UCB(sqrt(beta))`."""
+    return maximize_on_box(gp, t_query, UCB.from_beta(beta), lower, upper, unit_candidates, shift,
+                           budget, extra)
 
 
 def maximize_ucb_on_set(mean: np.ndarray, var: np.ndarray, beta: float) -> tuple[int, float]:
-    """Exhaustive maximum over a finite set; ties go to the lowest index.
-
-    "Tie" means within `1e-12` (relative) of the maximum: points mirrored around a single data
-    point tie exactly in exact arithmetic but differ in the last bits, and which one wins must not
-    depend on round-off (or results would change with the BLAS build).
-    """
-    score = ucb(mean, var, beta)
-    top = float(np.max(score))
-    i = int(np.flatnonzero(score >= top - 1e-12 * max(1.0, abs(top)))[0])
-    return i, float(score[i])
+    """`maximize_on_set` with `UCB(sqrt(beta))`."""
+    return maximize_on_set(mean, var, UCB.from_beta(beta))

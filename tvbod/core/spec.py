@@ -12,6 +12,8 @@ import numpy as np
 
 from . import validate
 from .errors import InvalidValue, SpecError
+from .spec_sections import (EXPLORATIONS, PAPER_TRIGGER, TRIGGERS,  # noqa: F401 (re-exported)
+                            ExplorationSpec, TriggerSpec, parse_exploration, parse_trigger)
 
 #: Strategy presets: (reset policy, temporal factor) — see `strategies.gpucb`.
 STRATEGIES = {
@@ -24,7 +26,6 @@ STRATEGIES = {
 }
 RESET_POLICIES = ("event", "periodic", "none")
 ACQUISITIONS = ("ucb", "ei")
-EXPLORATIONS = ("fixed", "adaptive", "agpucb")
 #: Keys that only one strategy uses, and which.
 _STRATEGY_KEYS = {"reset_period": "r-gp-ucb", "forgetting": "tv-gp-ucb", "drift_variance": "ui-tvbo"}
 _TOP_KEYS = {
@@ -32,7 +33,6 @@ _TOP_KEYS = {
     "forgetting", "drift_variance", "measurement", "budget", "seed", "hyperparameters",
     "reset", "acquisition", "exploration", "trigger", "forgetting_floor",
 }
-TRIGGERS = ("robust", "paper")
 #: Default measurements that fix `measurement: auto` (at least 2d + 2). Measured on the cart-pole
 #: (docs/benchmarks.md, "Measurement scale"): 10 gave false resets in 4 of 10 runs, 20 in 0 of 40
 #: development runs and in 3 of 50 in the 50-run study.
@@ -76,61 +76,6 @@ class HyperSpec:
     #: (log-uniform priors on these bounds); None: fixed (the default).
     variance_bounds: tuple[float, float] | None = None
     noise_bounds: tuple[float, float] | None = None
-
-
-@dataclass(frozen=True)
-class ExplorationSpec:
-    """How the UCB weight evolves (issue 6); see docs/configuration.md, *Exploration*.
-
-    `adaptive`: `kappa0`, `[kappa_min, kappa_max]`, `lambda0` (`lambda_1`), `lambda_max`,
-    `kappa_rate` (beta), `lambda_rate` (gamma), `ema` (eta), `mc_points`.
-    `agpucb`: `norm_bound` (B_0), `exponent` (p(t) = t^exponent), `rule` (min | divide),
-    `estimator` (one-step | bound | sigma-floor), `h_max`, `sigma_floor`, `bound_constant`.
-    """
-
-    type: str = "fixed"
-    kappa0: float = 2.0
-    kappa_min: float = 0.1
-    kappa_max: float = 10.0
-    lambda0: float = 0.01
-    lambda_max: float = 1.0
-    kappa_rate: float = 0.1
-    lambda_rate: float = 0.05
-    ema: float = 0.1
-    mc_points: int = 1000
-    norm_bound: float = 1.0
-    exponent: float = 0.9
-    rule: str = "min"
-    estimator: str = "one-step"
-    h_max: float = 100.0
-    sigma_floor: float = 0.1
-    bound_constant: float = 1.0
-
-
-@dataclass(frozen=True)
-class TriggerSpec:
-    """The event trigger of `reset: event` (see `tvbod.core.trigger`, docs/configuration.md).
-
-    `robust` (the default): the paper's point test plus the window test over `w = 2..window`,
-    `refractory` steps without a reset after one, no hyperparameter refit while
-    `|D| < min_points` (None: `2d + 2`; the fitted values are kept across a reset), and a
-    `reset_burst` report past `burst_resets` resets in `burst_steps` steps.
-    `paper`: the paper's Algorithm 1 exactly (point test only, refit on any dataset).
-    """
-
-    type: str = "robust"
-    window: int = 3
-    refractory: int = 3
-    min_points: int | None = None
-    burst_resets: int = 5
-    burst_steps: int = 50
-
-    @property
-    def robust(self) -> bool:
-        return self.type == "robust"
-
-
-PAPER_TRIGGER = TriggerSpec("paper", window=1, refractory=0, min_points=1)
 
 
 @dataclass(frozen=True)
@@ -210,7 +155,7 @@ _mapping, _check_keys, _number, _integer, _choice, _vector, _matrix = (
     validate.mapping, validate.check_keys, validate.number, validate.integer, validate.choice,
     validate.vector, validate.matrix)
 _OPT, _KERNEL = validate.defaults(OptimizerSpec), validate.defaults(KernelSpec)
-_HYPER, _EXPLORE = HyperSpec(), ExplorationSpec()
+_HYPER = HyperSpec()
 
 
 # ---------------------------------------------------------------------- sections
@@ -336,54 +281,6 @@ def _parse_hyper(value, kernel: KernelSpec) -> HyperSpec | None:
     )
 
 
-_ADAPTIVE_KEYS = {"type", "kappa0", "kappa_min", "kappa_max", "lambda0", "lambda_max", "kappa_rate",
-                  "lambda_rate", "ema", "mc_points"}
-_AGPUCB_KEYS = {"type", "norm_bound", "exponent", "rule", "estimator", "h_max", "sigma_floor",
-                "bound_constant"}
-
-
-def _parse_exploration(value, domain: DomainSpec, kernel: KernelSpec) -> ExplorationSpec | None:
-    m = _mapping(value, "exploration")
-    kind = _choice(m.get("type", "fixed"), "exploration.type", EXPLORATIONS)
-    if kind == "fixed":
-        _check_keys(m, {"type"}, "exploration.")
-        return None
-    if kernel.type == "matrix":
-        raise SpecError("exploration.type", f"{kind!r} needs a stationary kernel (se, matern52)",
-                        "fixed")
-    p = "exploration."
-    if kind == "adaptive":
-        _check_keys(m, _ADAPTIVE_KEYS, p)
-        kmin = _number(m.get("kappa_min", _EXPLORE.kappa_min), p + "kappa_min", 0.0)
-        kmax = _number(m.get("kappa_max", _EXPLORE.kappa_max), p + "kappa_max", kmin, lo_open=True)
-        lmax = _number(m.get("lambda_max", _EXPLORE.lambda_max), p + "lambda_max", 0.0)
-        return ExplorationSpec(
-            "adaptive",
-            kappa0=_number(m.get("kappa0", _EXPLORE.kappa0), p + "kappa0", kmin, kmax),
-            kappa_min=kmin, kappa_max=kmax,
-            lambda0=_number(m.get("lambda0", _EXPLORE.lambda0), p + "lambda0", 0.0, lmax),
-            lambda_max=lmax,
-            kappa_rate=_number(m.get("kappa_rate", _EXPLORE.kappa_rate), p + "kappa_rate", 0.0, 10.0),
-            lambda_rate=_number(m.get("lambda_rate", _EXPLORE.lambda_rate), p + "lambda_rate", 0.0, 10.0),
-            ema=_number(m.get("ema", _EXPLORE.ema), p + "ema", 0.0, 1.0, lo_open=True),
-            mc_points=_integer(m.get("mc_points", _EXPLORE.mc_points), p + "mc_points", 1, 1 << 20),
-        )
-    _check_keys(m, _AGPUCB_KEYS, p)
-    return ExplorationSpec(
-        "agpucb",
-        norm_bound=_number(m.get("norm_bound", _EXPLORE.norm_bound), p + "norm_bound", 0.0),
-        exponent=_number(m.get("exponent", _EXPLORE.exponent), p + "exponent", 0.0, 1.0, lo_open=True,
-                         hi_open=True),
-        rule=_choice(m.get("rule", _EXPLORE.rule), p + "rule", ("min", "divide")),
-        estimator=_choice(m.get("estimator", _EXPLORE.estimator), p + "estimator",
-                          ("one-step", "bound", "sigma-floor")),
-        h_max=_number(m.get("h_max", _EXPLORE.h_max), p + "h_max", 1.0, 1e6),
-        sigma_floor=_number(m.get("sigma_floor", _EXPLORE.sigma_floor), p + "sigma_floor", 0.0, lo_open=True),
-        bound_constant=_number(m.get("bound_constant", _EXPLORE.bound_constant), p + "bound_constant", 0.0,
-                               lo_open=True),
-    )
-
-
 def _parse_acquisition(value) -> tuple[str, float]:
     """`acquisition: ucb | ei` or `{type: ei, xi: 0.01}`."""
     if isinstance(value, str):
@@ -464,7 +361,7 @@ def _parse_spec(spec: Mapping) -> OptimizerSpec:
         hyper=_parse_hyper(m.get("hyperparameters", {}), kernel),
         reset=reset,
         **_parse_extensions(m, strategy, domain, kernel),
-        **_parse_trigger(m, strategy, reset),
+        **parse_trigger(m, (reset or STRATEGIES[strategy][0]) == "event"),
         **kw,
     )
 
@@ -496,7 +393,7 @@ def _parse_measurement(value) -> dict:
 def _parse_extensions(m: Mapping, strategy: str, domain: DomainSpec, kernel: KernelSpec) -> dict:
     """`acquisition` and `exploration` (issue 6), checked against each other and the strategy."""
     acq, xi = _parse_acquisition(m.get("acquisition", _OPT.acquisition))
-    exploration = _parse_exploration(m.get("exploration", {}), domain, kernel)
+    exploration = parse_exploration(m.get("exploration", {}), kernel)
     if strategy == "random-search" and ("acquisition" in m or "exploration" in m):
         key = "acquisition" if "acquisition" in m else "exploration"
         raise SpecError(key, "does not apply to strategy 'random-search'")
@@ -505,9 +402,6 @@ def _parse_extensions(m: Mapping, strategy: str, domain: DomainSpec, kernel: Ker
     if exploration is not None and domain.type == "arms":
         raise SpecError("exploration.type", "needs coordinates, not arms", "fixed")
     return {"acquisition": acq, "ei_xi": xi, "exploration": exploration}
-
-
-_TRIGGER_KEYS = {"type", "window", "refractory", "min_points", "burst"}
 
 
 def with_explicit_trigger(m: Mapping, stored_before_0_2: bool = False) -> dict:
@@ -525,41 +419,3 @@ def uses_event_trigger(m: Mapping) -> bool:
     strategy = m.get("strategy", "et-gp-ucb")
     preset = STRATEGIES.get(strategy, (None,))[0] if isinstance(strategy, str) else None
     return (m.get("reset") or preset) == "event"
-
-
-def _parse_trigger(m: Mapping, strategy: str, reset: str | None) -> dict:
-    """`trigger: robust | paper | {type: robust, window: 3, ...}` and `forgetting_floor: eps`."""
-    event = (reset or STRATEGIES[strategy][0]) == "event"
-    for key in ("trigger", "forgetting_floor"):
-        if key in m and not event:
-            raise SpecError(key, "applies only with the event trigger (strategy et-gp-ucb or "
-                            "reset: event)")
-    if not event:
-        return {}
-    floor = None
-    if m.get("forgetting_floor") is not None:
-        floor = _number(m["forgetting_floor"], "forgetting_floor", 0.0, 1.0, lo_open=True,
-                        hi_open=True)
-    value = m.get("trigger", "robust")
-    if isinstance(value, str):
-        return {"trigger": TriggerSpec() if _choice(value, "trigger", TRIGGERS) == "robust"
-                else PAPER_TRIGGER, "forgetting_floor": floor}
-    t = _mapping(value, "trigger")
-    kind = _choice(t.get("type", "robust"), "trigger.type", TRIGGERS)
-    if kind == "paper":
-        _check_keys(t, {"type"}, "trigger.")
-        return {"trigger": PAPER_TRIGGER, "forgetting_floor": floor}
-    _check_keys(t, _TRIGGER_KEYS, "trigger.")
-    burst = _mapping(t.get("burst", {}), "trigger.burst")
-    _check_keys(burst, {"resets", "steps"}, "trigger.burst.")
-    d = TriggerSpec()
-    min_points = t.get("min_points")
-    return {"trigger": TriggerSpec(
-        "robust",
-        window=_integer(t.get("window", d.window), "trigger.window", 1, 100),
-        refractory=_integer(t.get("refractory", d.refractory), "trigger.refractory", 0, 10000),
-        min_points=None if min_points in (None, "auto") else _integer(min_points,
-                                                                      "trigger.min_points", 1),
-        burst_resets=_integer(burst.get("resets", d.burst_resets), "trigger.burst.resets", 1),
-        burst_steps=_integer(burst.get("steps", d.burst_steps), "trigger.burst.steps", 1),
-    ), "forgetting_floor": floor}

@@ -33,7 +33,7 @@ run and their residuals still count). **Reset burst**: more than `burst_resets` 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 def pi_t(t_prime: int) -> float:
@@ -80,7 +80,11 @@ class TriggerDecision:
 
 @dataclass(frozen=True)
 class EventTrigger:
-    """The paper's test: `reset iff psi_t > sqrt(rho_t') sigma_D(x_t) + wbar_t'` (Lemma 3)."""
+    """The paper's test: `reset iff psi_t > sqrt(rho_t') sigma_D(x_t) + wbar_t'` (Lemma 3).
+
+    Keeps no state; `n`, `noise_variance`, `on_reset`, `forget_residuals` and the state methods
+    are there so that both triggers are used alike. The paper's sigma_n^2 is known: this test
+    keeps its configured value even when the strategy learns one."""
 
     delta_b: float
     noise_variance: float
@@ -91,21 +95,46 @@ class EventTrigger:
         if not self.noise_variance > 0.0:
             raise ValueError("noise_variance must be > 0")
 
-    def threshold(self, sigma: float, t_prime: int) -> float:
+    def threshold(self, sigma: float, t_prime: int, noise_variance: float | None = None) -> float:
         """`sqrt(rho_t') sigma + wbar_t'` for posterior std `sigma` of the latent f."""
         if t_prime < 1:
             raise ValueError("t' counts steps from 1")
-        return math.sqrt(rho(t_prime, self.delta_b)) * sigma + wbar(
-            t_prime, self.delta_b, self.noise_variance
-        )
+        nv = self.noise_variance if noise_variance is None else float(noise_variance)
+        # Lemma 3 of arXiv 2208.10790: |y_t - mu_D(x_t)| <= sqrt(rho_t') sigma_D(x_t) + wbar_t'
+        return math.sqrt(rho(t_prime, self.delta_b)) * sigma + wbar(t_prime, self.delta_b, nv)
 
-    def evaluate(self, y: float, mu: float, sigma: float, t_prime: int) -> TriggerDecision:
+    def evaluate(self, y: float, mu: float, sigma: float, t_prime: int, n: int = 1,
+                 noise_variance: float | None = None) -> TriggerDecision:
         """Compare the measurement `y` with the prediction `mu +- ...` made before adding it."""
         psi = abs(float(y) - float(mu))
         kappa = self.threshold(float(sigma), int(t_prime))
         fired = psi > kappa
         return TriggerDecision(psi=psi, threshold=kappa, t_prime=int(t_prime), fired=fired,
                                test="point" if fired else None)
+
+    def on_reset(self, t: int) -> bool:
+        return False
+
+    def forget_residuals(self) -> None:
+        return None
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        return None
+
+
+def decide(trigger, y: float, mu: float, sigma: float, t_prime: int, n: int,
+           noise_variance: float, calibrating: bool) -> TriggerDecision:
+    """The reset decision of one tell (Alg. 1 of arXiv 2208.10790): reset D iff the measurement
+    leaves the band of Lemma 3 (`trigger.threshold`), or the robust window test fires, outside the
+    refractory period, on a non-empty D. While the measurement map is still calibrating, a test
+    that fires is held: residuals are judged on the GP's scale, which is not known yet."""
+    decision = trigger.evaluate(y, mu, sigma, t_prime, n, noise_variance)
+    if decision.fired and (calibrating or n == 0):  # a reset of an empty D is moot
+        decision = replace(decision, fired=False, held=calibrating)
+    return decision
 
 
 class RobustTrigger:
@@ -131,8 +160,7 @@ class RobustTrigger:
         nv = self.point.noise_variance if noise_variance is None else float(noise_variance)
         e = float(y) - float(mu)
         psi = abs(e)
-        threshold = math.sqrt(rho(int(t_prime), delta_b)) * float(sigma) + wbar(int(t_prime),
-                                                                                 delta_b, nv)
+        threshold = self.point.threshold(float(sigma), int(t_prime), nv)
         s2 = float(sigma) ** 2 + nv
         best = (0.0, 0, 0.0, math.inf)  # (ratio, w, |sum e|, threshold)
         if self.window >= 2:
@@ -159,6 +187,10 @@ class RobustTrigger:
         self.residuals_ = []
         self.reset_steps_ = [s for s in self.reset_steps_ if s > t - self.burst_steps] + [int(t)]
         return len(self.reset_steps_) > self.burst_resets
+
+    def forget_residuals(self) -> None:
+        """Drop the window's residuals (after the measurement map changed their units)."""
+        self.residuals_ = []
 
     def state_dict(self) -> dict:
         return {"residuals": [list(r) for r in self.residuals_], "reset_steps": list(self.reset_steps_)}

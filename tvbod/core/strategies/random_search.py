@@ -21,7 +21,7 @@ class RandomSearchStrategy(Strategy):
     """`x_t` = the t-th scrambled Sobol point; `tell` only records the best measurement."""
 
     def __init__(self, spec: OptimizerSpec) -> None:
-        from .gpucb import build_domain
+        from .build import build_domain
 
         self.spec = spec
         self.name = spec.strategy

@@ -1,0 +1,163 @@
+"""The exploration and trigger sections of the `optimizer:` mapping (`tvbod.core.spec` re-exports
+their names): frozen dataclasses, each default written once, and their parsers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from . import validate
+from .errors import SpecError
+
+EXPLORATIONS = ("fixed", "adaptive", "agpucb")
+TRIGGERS = ("robust", "paper")
+
+@dataclass(frozen=True)
+class ExplorationSpec:
+    """How the UCB weight evolves (issue 6); see docs/configuration.md, *Exploration*.
+
+    `adaptive`: `kappa0`, `[kappa_min, kappa_max]`, `lambda0` (`lambda_1`), `lambda_max`,
+    `kappa_rate` (beta), `lambda_rate` (gamma), `ema` (eta), `mc_points`.
+    `agpucb`: `norm_bound` (B_0), `exponent` (p(t) = t^exponent), `rule` (min | divide),
+    `estimator` (one-step | bound | sigma-floor), `h_max`, `sigma_floor`, `bound_constant`.
+    """
+
+    type: str = "fixed"
+    kappa0: float = 2.0
+    kappa_min: float = 0.1
+    kappa_max: float = 10.0
+    lambda0: float = 0.01
+    lambda_max: float = 1.0
+    kappa_rate: float = 0.1
+    lambda_rate: float = 0.05
+    ema: float = 0.1
+    mc_points: int = 1000
+    norm_bound: float = 1.0
+    exponent: float = 0.9
+    rule: str = "min"
+    estimator: str = "one-step"
+    h_max: float = 100.0
+    sigma_floor: float = 0.1
+    bound_constant: float = 1.0
+
+
+@dataclass(frozen=True)
+class TriggerSpec:
+    """The event trigger of `reset: event` (see `tvbod.core.trigger`, docs/configuration.md).
+
+    `robust` (the default): the paper's point test plus the window test over `w = 2..window`,
+    `refractory` steps without a reset after one, no hyperparameter refit while
+    `|D| < min_points` (None: `2d + 2`; the fitted values are kept across a reset), and a
+    `reset_burst` report past `burst_resets` resets in `burst_steps` steps.
+    `paper`: the paper's Algorithm 1 exactly (point test only, refit on any dataset).
+    """
+
+    type: str = "robust"
+    window: int = 3
+    refractory: int = 3
+    min_points: int | None = None
+    burst_resets: int = 5
+    burst_steps: int = 50
+
+    @property
+    def robust(self) -> bool:
+        return self.type == "robust"
+
+
+PAPER_TRIGGER = TriggerSpec("paper", window=1, refractory=0, min_points=1)
+
+# ---------------------------------------------------------------------- parsers
+_mapping, _check_keys, _number, _integer, _choice = (
+    validate.mapping, validate.check_keys, validate.number, validate.integer, validate.choice)
+_EXPLORE = ExplorationSpec()
+
+
+_ADAPTIVE_KEYS = {"type", "kappa0", "kappa_min", "kappa_max", "lambda0", "lambda_max", "kappa_rate",
+                  "lambda_rate", "ema", "mc_points"}
+_AGPUCB_KEYS = {"type", "norm_bound", "exponent", "rule", "estimator", "h_max", "sigma_floor",
+                "bound_constant"}
+
+
+def parse_exploration(value, kernel) -> ExplorationSpec | None:
+    """`exploration: {type: fixed | adaptive | agpucb, ...}` (None: fixed) for a `KernelSpec`."""
+    m = _mapping(value, "exploration")
+    kind = _choice(m.get("type", "fixed"), "exploration.type", EXPLORATIONS)
+    if kind == "fixed":
+        _check_keys(m, {"type"}, "exploration.")
+        return None
+    if kernel.type == "matrix":
+        raise SpecError("exploration.type", f"{kind!r} needs a stationary kernel (se, matern52)",
+                        "fixed")
+    p = "exploration."
+    if kind == "adaptive":
+        _check_keys(m, _ADAPTIVE_KEYS, p)
+        kmin = _number(m.get("kappa_min", _EXPLORE.kappa_min), p + "kappa_min", 0.0)
+        kmax = _number(m.get("kappa_max", _EXPLORE.kappa_max), p + "kappa_max", kmin, lo_open=True)
+        lmax = _number(m.get("lambda_max", _EXPLORE.lambda_max), p + "lambda_max", 0.0)
+        return ExplorationSpec(
+            "adaptive",
+            kappa0=_number(m.get("kappa0", _EXPLORE.kappa0), p + "kappa0", kmin, kmax),
+            kappa_min=kmin, kappa_max=kmax,
+            lambda0=_number(m.get("lambda0", _EXPLORE.lambda0), p + "lambda0", 0.0, lmax),
+            lambda_max=lmax,
+            kappa_rate=_number(m.get("kappa_rate", _EXPLORE.kappa_rate), p + "kappa_rate", 0.0, 10.0),
+            lambda_rate=_number(m.get("lambda_rate", _EXPLORE.lambda_rate), p + "lambda_rate", 0.0, 10.0),
+            ema=_number(m.get("ema", _EXPLORE.ema), p + "ema", 0.0, 1.0, lo_open=True),
+            mc_points=_integer(m.get("mc_points", _EXPLORE.mc_points), p + "mc_points", 1, 1 << 20),
+        )
+    _check_keys(m, _AGPUCB_KEYS, p)
+    return ExplorationSpec(
+        "agpucb",
+        norm_bound=_number(m.get("norm_bound", _EXPLORE.norm_bound), p + "norm_bound", 0.0),
+        exponent=_number(m.get("exponent", _EXPLORE.exponent), p + "exponent", 0.0, 1.0, lo_open=True,
+                         hi_open=True),
+        rule=_choice(m.get("rule", _EXPLORE.rule), p + "rule", ("min", "divide")),
+        estimator=_choice(m.get("estimator", _EXPLORE.estimator), p + "estimator",
+                          ("one-step", "bound", "sigma-floor")),
+        h_max=_number(m.get("h_max", _EXPLORE.h_max), p + "h_max", 1.0, 1e6),
+        sigma_floor=_number(m.get("sigma_floor", _EXPLORE.sigma_floor), p + "sigma_floor", 0.0, lo_open=True),
+        bound_constant=_number(m.get("bound_constant", _EXPLORE.bound_constant), p + "bound_constant", 0.0,
+                               lo_open=True),
+    )
+
+
+_TRIGGER_KEYS = {"type", "window", "refractory", "min_points", "burst"}
+
+
+def parse_trigger(m: Mapping, event: bool) -> dict:
+    """`trigger: robust | paper | {type: robust, window: 3, ...}` and `forgetting_floor: eps` of
+    the `optimizer:` mapping `m`; `event`: whether it resets on the event trigger."""
+    for key in ("trigger", "forgetting_floor"):
+        if key in m and not event:
+            raise SpecError(key, "applies only with the event trigger (strategy et-gp-ucb or "
+                            "reset: event)")
+    if not event:
+        return {}
+    floor = None
+    if m.get("forgetting_floor") is not None:
+        floor = _number(m["forgetting_floor"], "forgetting_floor", 0.0, 1.0, lo_open=True,
+                        hi_open=True)
+    value = m.get("trigger", "robust")
+    if isinstance(value, str):
+        return {"trigger": TriggerSpec() if _choice(value, "trigger", TRIGGERS) == "robust"
+                else PAPER_TRIGGER, "forgetting_floor": floor}
+    t = _mapping(value, "trigger")
+    kind = _choice(t.get("type", "robust"), "trigger.type", TRIGGERS)
+    if kind == "paper":
+        _check_keys(t, {"type"}, "trigger.")
+        return {"trigger": PAPER_TRIGGER, "forgetting_floor": floor}
+    _check_keys(t, _TRIGGER_KEYS, "trigger.")
+    burst = _mapping(t.get("burst", {}), "trigger.burst")
+    _check_keys(burst, {"resets", "steps"}, "trigger.burst.")
+    d = TriggerSpec()
+    min_points = t.get("min_points")
+    return {"trigger": TriggerSpec(
+        "robust",
+        window=_integer(t.get("window", d.window), "trigger.window", 1, 100),
+        refractory=_integer(t.get("refractory", d.refractory), "trigger.refractory", 0, 10000),
+        min_points=None if min_points in (None, "auto") else _integer(min_points,
+                                                                      "trigger.min_points", 1),
+        burst_resets=_integer(burst.get("resets", d.burst_resets), "trigger.burst.resets", 1),
+        burst_steps=_integer(burst.get("steps", d.burst_steps), "trigger.burst.steps", 1),
+    ), "forgetting_floor": floor}
