@@ -173,6 +173,11 @@ class ExactGP:
         pivots = np.diag(self.L_) ** 2 - self.noise_variance - self.jitter_
         return np.clip(pivots, 0.0, self.prior_variance(self.X_, self.times_))
 
+    def release_screen(self) -> None:
+        """Free the float32 copy of the factor (n^2 / 2 words); the next screen rebuilds it, as
+        any append would. A daemon hosting many plants then holds only `L` per plant."""
+        self._screen.invalidate()
+
     def predict_screen(self, Xq: np.ndarray, t_query: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """Like `predict` but in float32: ~3x faster, for ranking many candidates before a polish."""
         return self._screen.predict(self, Xq, t_query)

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import minimize
 
 from .acquisition import UCB
 from .sobol import MAX_DIM, scrambled_sobol
@@ -91,6 +90,8 @@ def _polish(gp, t_query, acq, starts, lower, upper, maxiter):
         value, grad = acq.score_grad(mean, var, dmean, dvar)
         seen[flat.tobytes()] = (mean, var)
         return -float(value.sum()), -grad.ravel()
+
+    from scipy.optimize import minimize  # ~1 s of import: paid at the first polish, not at start
 
     res = minimize(
         objective,

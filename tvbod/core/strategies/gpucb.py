@@ -75,6 +75,7 @@ class GPUCBStrategy(GPViews, Strategy):
         self.settle()
         if self._pending is None:
             self._pending = self._propose(self._t)
+            self.gp.release_screen()  # one proposal per step: keep only L between steps
         return self.domain.to_physical(self._pending)
 
     def _propose(self, t: int) -> np.ndarray:
