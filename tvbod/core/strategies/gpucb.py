@@ -25,7 +25,7 @@ from ..errors import DomainError, StateError
 from ..exploration import (AdaptiveKappaLambda, AGPUCBScaling, bound_regret_estimate, norm_growth,
                            one_step_regret_estimate)
 from ..gp import ExactGP
-from ..hyperparameters import GammaPrior, fit_hyperparameters
+from ..hyperparameters import GammaPrior, Hyperparameters, fit_hyperparameters
 from ..kernels import ForgettingFactor, Matern52, MatrixKernel, SquaredExponential, WienerDrift
 from ..optimize import Budget, maximize_ucb_on_box, maximize_ucb_on_set, sobol_unit
 from ..spec import OptimizerSpec
@@ -292,9 +292,10 @@ class GPUCBStrategy(Strategy):
         self.base_kernel = base
         self.gp.kernel = build_kernel(self.spec, self.domain, self.base_kernel)
 
-    def _refit_hyperparameters(self, t: int) -> None:
+    def _refit_hyperparameters(self, t: int) -> Hyperparameters:
         """MAP lengthscales (and, if configured, sigma_f^2 and sigma_n^2) on the current dataset,
-        then a full refactorization if anything changed."""
+        then a full refactorization if anything changed; returns the fit (`skipped`: the current
+        values met `refit_tolerance`)."""
         h = self.spec.hyper
         X = self.gp.X_ if self.gp.n else np.empty((0, self.domain.dim))
         if isinstance(self.domain, PointsDomain) and self.gp.n:
@@ -309,17 +310,18 @@ class GPUCBStrategy(Strategy):
             start, X, self.gp.y_, self.gp.noise_variance,
             GammaPrior(h.prior_shape, h.prior_rate), (h.lower, h.upper),
             np.random.default_rng([self.spec.seed, t, _RNG_HYPER]), h.restarts, h.maxiter, temporal_K,
-            h.variance_bounds, h.noise_bounds,
+            h.variance_bounds, h.noise_bounds, tolerance=h.refit_tolerance, objective=h.objective,
         )
         if isinstance(self.exploration, AGPUCBScaling):
             self.exploration.theta_map_ = fit.lengthscales  # theta_t is set by _update_exploration
-            return
+            return fit
         if (not np.array_equal(fit.lengthscales, self.base_kernel.lengthscales)
                 or fit.variance != self.base_kernel.variance
                 or fit.noise_variance != self.gp.noise_variance):
             self._set_lengthscales(fit.lengthscales, fit.variance)
             self.gp.noise_variance = fit.noise_variance
             self.gp.refactor()
+        return fit
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict:
