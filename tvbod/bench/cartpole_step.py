@@ -108,7 +108,7 @@ def measure(st: dict, percentiles, log=lambda msg: None) -> dict:
 
 
 def format_table(result: dict, calls: int, warmup: int) -> str:
-    head = ["n", "|D|", "step p50 ms", "step p99 ms", "step CPU p50 ms", "refit p50 ms",
+    head = ["n", "points in D", "step p50 ms", "step p99 ms", "step CPU p50 ms", "refit p50 ms",
             "refit share",
             "plants per core (1 s / p50)"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
