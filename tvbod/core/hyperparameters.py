@@ -9,8 +9,9 @@ kernel's radial factor, `T` the temporal factor), `dK/d log sigma_f^2 = K_f` (th
 and `dK/d log sigma_n^2 = sigma_n^2 I`.
 
 Cost per objective evaluation: one Cholesky (`dpotrf`), `K^{-1}` from the factor (`dpotri`, a
-third of `cho_solve(L, I)`'s flops) and, for the lengthscale traces, one `(n^2, d)` matrix-vector
-product `S^T vec(W * G * T)`: no `(d, n, n)` tensor. `S` is computed once per fit.
+third of `cho_solve(L, I)`'s flops) and, for the d lengthscale traces, one matrix-vector product
+`S vec(W * G * T)` with the data's squared differences `S` (`(d, n^2)`, computed once per fit):
+no `(d, n, n)` gradient tensor is built per evaluation.
 
 A refit starts from the current values (a warm start) plus `restarts` prior draws. With
 `tolerance > 0` the warm start's L-BFGS-B run is skipped when L-BFGS-B's own stopping test
@@ -74,20 +75,25 @@ class _Objective:
 class LogPosterior(_Objective):
     """`log p(y | X, theta) + log p(l)` and its gradient on fixed data, for any `theta`.
 
-    The per-dimension squared differences `S` (`(n^2, d)`) are computed once here; each call
-    costs one Cholesky, one `dpotri` and O(n^2 d) elementwise work and matrix-vector products.
+    The per-dimension squared differences `S` (`(d, n^2)`, row i the flattened `(x_i - x'_i)^2`)
+    are computed once here; each call costs one Cholesky, one `dpotri` and O(n^2 d) elementwise
+    work and matrix-vector products.
     """
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        X, n = self.X, len(self.y)
-        self.S = ((X[:, None, :] - X[None, :, :]) ** 2).reshape(n * n, X.shape[1])
+        n, d = self.X.shape
+        S = np.empty((d, n, n))
+        for i in range(d):
+            np.subtract.outer(self.X[:, i], self.X[:, i], out=S[i])
+            np.square(S[i], out=S[i])
+        self.S = S.reshape(d, n * n)
 
     def _kernel(self, lengthscales: np.ndarray, variance: float):
         """`(K, G)`: the signal covariance (temporal factor included) and the radial factor with
         `dK/d log l_i = G * S_i / l_i^2` (for the SE kernel `G` is `K` itself)."""
         n = len(self.y)
-        r2 = (self.S @ (1.0 / lengthscales**2)).reshape(n, n)
+        r2 = ((1.0 / lengthscales**2) @ self.S).reshape(n, n)
         if self.kernel_type is SquaredExponential:
             K = np.exp(-0.5 * r2)
             K *= variance
@@ -125,7 +131,7 @@ class LogPosterior(_Objective):
         if self.learn_noise:
             extra.append(0.5 * noise_variance * trace_w)
         W *= G
-        grad = 0.5 * (self.S.T @ W.ravel()) / lengthscales**2
+        grad = 0.5 * (self.S @ W.ravel()) / lengthscales**2
         grad += self.prior.dlog_pdf_dlog_l(lengthscales)
         if extra:
             grad = np.concatenate([grad, extra])
