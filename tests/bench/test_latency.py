@@ -169,4 +169,5 @@ def test_cartpole_step_table_times_the_shipped_optimizer_with_its_refit(tmp_path
         assert row["dataset_size"] <= row["n"]
         assert 0 < row["refit_ms"]["p50"] <= row["step_ms"]["p99"]
         assert 0 < row["refit_share"] < 1
-        assert row["plants_per_core"] == pytest.approx(1000 / row["step_ms"]["p50"])
+        assert row["plants_per_core"] == pytest.approx(1000 / row["step_cpu_ms"]["p50"])
+        assert 0 < row["refit_cpu_share"] < 1
