@@ -171,3 +171,13 @@ def test_cartpole_step_table_times_the_shipped_optimizer_with_its_refit(tmp_path
         assert 0 < row["refit_share"] < 1
         assert row["plants_per_core"] == pytest.approx(1000 / row["step_cpu_ms"]["p50"])
         assert 0 < row["refit_cpu_share"] < 1
+
+
+def test_cartpole_step_legacy_refit_is_tvbod_0_2s():
+    from tvbod.bench import cartpole_step
+
+    shipped = cartpole_step.shipped_strategy(0).spec.hyper
+    legacy = cartpole_step.shipped_strategy(0, "legacy").spec.hyper
+    assert (legacy.objective, legacy.refit_tolerance) == ("explicit-inverse", 0.0)
+    assert (shipped.objective, shipped.refit_tolerance) == ("factored", 0.05)
+    assert legacy.maxiter == shipped.maxiter == 30  # otherwise the shipped file's own settings

@@ -22,13 +22,20 @@ PLANT_FILE = Path(__file__).resolve().parents[2] / "configs" / "plants" / "cartp
 SIZES = (50, 150, 300)
 
 
-def shipped_strategy(seed: int = 0):
-    """The shipped cart-pole optimizer (`PLANT_FILE`'s `optimizer:`), seeded."""
+#: `--refit legacy`: tvbod 0.2's refit, bit for bit (its objective evaluation, no skip).
+LEGACY_REFIT = {"objective": "explicit-inverse", "refit_tolerance": 0.0}
+
+
+def shipped_strategy(seed: int = 0, refit: str = "shipped"):
+    """The shipped cart-pole optimizer (`PLANT_FILE`'s `optimizer:`), seeded; `refit: legacy`
+    with `LEGACY_REFIT` in its `hyperparameters` (the "before" of docs/benchmarks.md)."""
     from tvbod.core import make_strategy
     from tvbod.service.config import load_plant_config
 
-    config = load_plant_config(PLANT_FILE)
-    return make_strategy({**config.optimizer_mapping, "seed": seed})
+    mapping = {**load_plant_config(PLANT_FILE).optimizer_mapping, "seed": seed}
+    if refit == "legacy":
+        mapping["hyperparameters"] = {**mapping["hyperparameters"], **LEGACY_REFIT}
+    return make_strategy(mapping)
 
 
 class _Episodes:
@@ -92,7 +99,8 @@ def measure(st: dict, percentiles, log=lambda msg: None) -> dict:
     import numpy as np
 
     sizes = sorted(st.get("step_sizes") or SIZES)
-    strategy, episodes = shipped_strategy(st["seed"]), _Episodes(st["seed"])
+    refit = st.get("refit") or "shipped"
+    strategy, episodes = shipped_strategy(st["seed"], refit), _Episodes(st["seed"])
     x, rows = strategy.ask(), []
     for n in sizes:
         while strategy.t <= n:  # after n tells D holds n points (unless the trigger fired)
@@ -109,7 +117,7 @@ def measure(st: dict, percentiles, log=lambda msg: None) -> dict:
                      "refit_cpu_share": float(np.sum(r["refit_cpu"]) / np.sum(r["cpu"])),
                      "plants_per_core": 1000.0 / cpu_ms["p50"]})
         log(f"cart-pole step n={n}: {time.perf_counter() - t0:.1f} s")
-    return {"plant_file": str(PLANT_FILE.name), "rows": rows}
+    return {"plant_file": str(PLANT_FILE.name), "refit": refit, "rows": rows}
 
 
 def format_table(result: dict, calls: int, warmup: int) -> str:
@@ -122,6 +130,7 @@ def format_table(result: dict, calls: int, warmup: int) -> str:
             f"{r['step_ms']['p99']:.2f}", f"{r['step_cpu_ms']['p50']:.2f}",
             f"{r['refit_ms']['p50']:.2f}", f"{r['refit_cpu_ms']['p50']:.2f}",
             f"{r['refit_share']:.0%} ({r['refit_cpu_share']:.0%})", f"{r['plants_per_core']:.0f}"]) + " |")
-    lines.append(f"\nCart-pole step (tell + MAP refit + ask) of {result['plant_file']}'s optimizer, "
+    lines.append(f"\nCart-pole step (tell + MAP refit + ask) of {result['plant_file']}'s optimizer "
+                 f"(refit: {result['refit']}), "
                  f"{calls} timed steps after {warmup} warm-up per row; one BLAS thread.")
     return "\n".join(lines)

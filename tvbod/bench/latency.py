@@ -75,6 +75,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cartpole-step", action="store_true",
                         help="instead: the shipped cart-pole optimizer's step (tell + MAP refit + "
                              "ask) at n = --sizes (50,150,300)")
+    parser.add_argument("--refit", choices=["shipped", "legacy"],
+                        help="with --cartpole-step: the shipped file's MAP refit (default) or "
+                             "tvbod 0.2's (objective: explicit-inverse, refit_tolerance: 0)")
     parser.add_argument("--seed", type=int, default=0)
 
 
@@ -88,7 +91,7 @@ def _settings(args: argparse.Namespace) -> dict:
     base["ref_calls"] = min(base["ref_calls"], base["calls"])
     step = bool(getattr(args, "cartpole_step", False))
     return dict(base, compare=args.compare, seed=args.seed, quick=bool(args.quick),
-                cartpole_step=step,
+                cartpole_step=step, refit=getattr(args, "refit", None),
                 step_sizes=(args.sizes or ([12, 24] if args.quick else None)) if step else None)
 
 
@@ -97,7 +100,7 @@ def _argv(args: argparse.Namespace) -> list[str]:
     for key in ("dims", "sizes"):
         if getattr(args, key, None):
             out += [f"--{key}", ",".join(map(str, getattr(args, key)))]
-    for key in ("calls", "warmup", "ref_calls", "compare", "out", "seed"):
+    for key in ("calls", "warmup", "ref_calls", "compare", "out", "seed", "refit"):
         if getattr(args, key, None) is not None:
             out += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
     return (out + (["--quick"] if args.quick else [])
