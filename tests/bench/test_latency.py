@@ -152,3 +152,32 @@ def test_pruned_screen_finds_the_float32_top_k(case):
     assert len(set(got.tolist())) == k
     kth = np.sort(score)[-k]
     assert score[got].min() >= kth - 1e-3 * abs(kth)  # only near-ties may swap
+
+
+def test_cartpole_step_table_times_the_shipped_optimizer_with_its_refit(tmp_path):
+    # `--cartpole-step`: one row per size, D grown to that size, the refit timed inside the step.
+    proc = _run_module("--cartpole-step", "--quick", "--sizes", "12,20", "--calls", "3",
+                       "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    header = next(ln for ln in proc.stdout.splitlines() if ln.startswith("|"))
+    assert [c.strip() for c in header.strip("|").split("|")][:5] == [
+        "n", "points in D", "step p50 ms", "step p99 ms", "step CPU p50 ms"]
+    result = json.loads((tmp_path / "results.json").read_text())
+    assert result["plant_file"] == "cartpole.yaml"
+    assert [r["n"] for r in result["rows"]] == [12, 20]
+    for row in result["rows"]:
+        assert row["dataset_size"] <= row["n"]
+        assert 0 < row["refit_ms"]["p50"] <= row["step_ms"]["p99"]
+        assert 0 < row["refit_share"] < 1
+        assert row["plants_per_core"] == pytest.approx(1000 / row["step_cpu_ms"]["p50"])
+        assert 0 < row["refit_cpu_share"] < 1
+
+
+def test_cartpole_step_legacy_refit_is_tvbod_0_2s():
+    from tvbod.bench import cartpole_step
+
+    shipped = cartpole_step.shipped_strategy(0).spec.hyper
+    legacy = cartpole_step.shipped_strategy(0, "legacy").spec.hyper
+    assert (legacy.objective, legacy.refit_tolerance) == ("explicit-inverse", 0.0)
+    assert (shipped.objective, shipped.refit_tolerance) == ("factored", 0.05)
+    assert legacy.maxiter == shipped.maxiter == 30  # otherwise the shipped file's own settings

@@ -6,8 +6,9 @@ import pytest
 from scipy.optimize import approx_fprime
 
 from tvbod.core import SpecError, make_strategy
-from tvbod.core.hyperparameters import GammaPrior, fit_lengthscales, log_posterior
-from tvbod.core.kernels import ForgettingFactor, Matern52, SquaredExponential
+from tvbod.core.hyperparameters import (GammaPrior, converged, fit_hyperparameters,
+                                       fit_lengthscales, log_posterior)
+from tvbod.core.kernels import ForgettingFactor, Matern52, SquaredExponential, WienerDrift
 
 PRIOR = GammaPrior(15.0, 10.0 / 3.0)
 
@@ -134,6 +135,13 @@ def test_map_on_a_points_domain_rebuilds_the_gram_matrix():
     ({"hyperparameters": {"refit_every": 2}}, "hyperparameters.refit_every"),
     ({"hyperparameters": {"lengthscales": "map", "bounds": [1.0, 0.5]}}, "hyperparameters.bounds[1]"),
     ({"hyperparameters": {"lengthscales": "map", "prior": {"shape": 0}}}, "hyperparameters.prior.shape"),
+    ({"hyperparameters": {"lengthscales": "map", "refit_tolerance": -0.1}},
+     "hyperparameters.refit_tolerance"),
+    ({"hyperparameters": {"lengthscales": "map", "refit_tolerance": "tiny"}},
+     "hyperparameters.refit_tolerance"),
+    ({"hyperparameters": {"lengthscales": "map", "objective": "cholesky"}},
+     "hyperparameters.objective"),
+    ({"hyperparameters": {"refit_tolerance": 0.1}}, "hyperparameters.refit_tolerance"),
 ])
 def test_bad_hyperparameter_specs_name_the_key(spec, key):
     with pytest.raises(SpecError) as err:
@@ -146,3 +154,184 @@ def test_matrix_kernel_has_no_lengthscales_to_fit():
         make_strategy({"domain": {"type": "arms", "n_arms": 2}, "kernel": {"matrix": [[1, 0], [0, 1]]},
                        "hyperparameters": {"lengthscales": "map"}})
     assert err.value.key == "hyperparameters.lengthscales"
+
+
+# ---------------------------------------------------------------------- the factored objective
+def _dense_log_posterior(kernel, X, y, nv, prior, tK, learn_v, learn_n):
+    """The textbook computation: K from the kernel itself, np.linalg.inv, slogdet and the full
+    dK/d theta matrices (RW2006 eqs. 2.30 and 5.9), dimension by dimension."""
+    n, ls = len(y), kernel.lengthscales
+    Kf = kernel(X, X) * (1.0 if tK is None else tK)
+    K = Kf + nv * np.eye(n)
+    Kinv = np.linalg.inv(K)
+    alpha = Kinv @ y
+    value = -0.5 * y @ alpha - 0.5 * np.linalg.slogdet(K)[1] - 0.5 * n * np.log(2 * np.pi)
+    W = np.outer(alpha, alpha) - Kinv
+    r = np.sqrt(((X[:, None, :] - X[None, :, :]) ** 2 / ls**2).sum(-1))
+    if isinstance(kernel, Matern52):  # dK/d log l_i = radial * (delta_i / l_i)^2
+        radial = (5.0 / 3.0) * kernel.variance * (1 + np.sqrt(5) * r) * np.exp(-np.sqrt(5) * r)
+    else:
+        radial = kernel.variance * np.exp(-0.5 * r**2)
+    radial = radial * (1.0 if tK is None else tK)
+    grad = [0.5 * np.trace(W @ (radial * (X[:, None, i] - X[None, :, i]) ** 2 / ls[i] ** 2))
+            for i in range(len(ls))]
+    grad = np.array(grad) + prior.dlog_pdf_dlog_l(ls)
+    extra = ([0.5 * np.trace(W @ Kf)] if learn_v else []) + ([0.5 * nv * np.trace(W)] if learn_n else [])
+    return value + prior.log_pdf(ls), np.concatenate([grad, extra])
+
+
+TEMPORAL = {"static": None, "forgetting": ForgettingFactor(0.05), "drift": WienerDrift(0.03)}
+
+
+@pytest.mark.parametrize("kernel", [SquaredExponential([0.7, 1.3, 2.0], 1.7),
+                                    Matern52([0.9, 0.5, 1.5], 0.6)], ids=["se", "m52"])
+@pytest.mark.parametrize("temporal", list(TEMPORAL), ids=list(TEMPORAL))
+@pytest.mark.parametrize("learn", [(False, False), (True, True), (True, False)],
+                         ids=["ls", "ls+variances", "ls+signal"])
+def test_factored_objective_matches_the_dense_textbook_computation(kernel, temporal, learn):
+    rng = np.random.default_rng(3)
+    X = rng.random((40, 3)) * 3
+    y = np.sin(X).sum(1) + 0.1 * rng.standard_normal(40)
+    tK = None if TEMPORAL[temporal] is None else TEMPORAL[temporal](np.arange(40.0), np.arange(40.0))
+    value, grad = log_posterior(kernel, X, y, 0.05, PRIOR, tK, *learn)
+    ref_value, ref_grad = _dense_log_posterior(kernel, X, y, 0.05, PRIOR, tK, *learn)
+    assert value == pytest.approx(ref_value, rel=1e-10, abs=1e-9)
+    np.testing.assert_allclose(grad, ref_grad, rtol=1e-8, atol=1e-8)
+    old_value, old_grad = log_posterior(kernel, X, y, 0.05, PRIOR, tK, *learn,
+                                        objective="explicit-inverse")
+    assert value == pytest.approx(old_value, rel=1e-12)
+    np.testing.assert_allclose(grad, old_grad, rtol=1e-8, atol=1e-9)
+
+
+@pytest.mark.parametrize("kernel", [SquaredExponential([0.7, 1.3], 1.7), Matern52([0.9, 0.5], 0.6)],
+                         ids=["se", "m52"])
+def test_factored_gradient_under_the_drift_kernel_matches_finite_differences(kernel):
+    rng = np.random.default_rng(4)
+    X = rng.random((25, 2)) * 3
+    y = 1.5 * np.sin(X).sum(1) + 0.2 * rng.standard_normal(25)
+    tK = WienerDrift(0.03)(np.arange(25.0), np.arange(25.0))
+
+    def value(u):
+        k = type(kernel)(np.exp(u[:2]), np.exp(u[2]))
+        return log_posterior(k, X, y, np.exp(u[3]), PRIOR, tK, True, True)[0]
+
+    u0 = np.concatenate([np.log(kernel.lengthscales), [np.log(kernel.variance), np.log(0.05)]])
+    _, grad = log_posterior(kernel, X, y, 0.05, PRIOR, tK, True, True)
+    np.testing.assert_allclose(grad, approx_fprime(u0, value, 1e-6), rtol=1e-4, atol=1e-5)
+
+
+def test_a_kernel_that_will_not_factor_gives_minus_infinity():
+    X = np.zeros((3, 1))  # three identical points and no noise: K is singular
+    value, grad = log_posterior(SquaredExponential([1.0]), X, np.ones(3), 0.0, PRIOR)
+    assert value == -np.inf and np.array_equal(grad, [0.0])
+
+
+# ---------------------------------------------------------------------- the refit-skip rule
+def _data(n=60, seed=5):
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, 2)) * 6
+    return X, np.sin(X[:, 0]) + 0.5 * np.cos(X[:, 1]) + 0.1 * rng.standard_normal(n)
+
+
+def test_converged_is_the_projected_gradient_test():
+    lo, hi = np.array([0.0, 0.0]), np.array([1.0, 1.0])
+    u = np.array([0.5, 1.0])  # the second coordinate sits on its upper bound
+    assert converged(np.array([0.01, 5.0]), u, lo, hi, 0.05)  # pushing outward counts as zero
+    assert not converged(np.array([0.01, -0.2]), u, lo, hi, 0.05)  # pulling inward does not
+    assert not converged(np.array([0.06, 0.0]), u, lo, hi, 0.05)
+
+
+def test_refit_at_the_map_is_skipped_and_keeps_the_values_exactly():
+    X, y = _data()
+    bounds = (0.05, 20.0)
+    tight = fit_lengthscales(SquaredExponential([1.0, 1.0]), X, y, 0.01, PRIOR, bounds,
+                             np.random.default_rng(0), maxiter=500)
+    kernel = SquaredExponential(tight)
+    lo, hi = np.log(bounds)
+    _, grad = log_posterior(kernel, X, y, 0.01, PRIOR)
+    assert converged(grad, np.log(tight), lo, hi, 0.05)  # the premise: the MAP's gradient is tiny
+    fit = fit_hyperparameters(kernel, X, y, 0.01, PRIOR, bounds, np.random.default_rng(0),
+                              tolerance=0.05)
+    assert fit.skipped
+    np.testing.assert_array_equal(fit.lengthscales, tight)  # bit for bit: no exp(log(l))
+    again = fit_hyperparameters(kernel, X, y, 0.01, PRIOR, bounds, np.random.default_rng(0),
+                                tolerance=0.0)
+    assert not again.skipped  # tolerance 0: always refit
+
+
+def test_refit_away_from_the_map_is_not_skipped_and_moves():
+    X, y = _data()
+    kernel = SquaredExponential([8.0, 0.1])  # far from what the data say
+    _, grad = log_posterior(kernel, X, y, 0.01, PRIOR)
+    assert np.max(np.abs(grad)) > 1.0  # the premise
+    fit = fit_hyperparameters(kernel, X, y, 0.01, PRIOR, (0.05, 20.0), np.random.default_rng(0),
+                              tolerance=0.05)
+    assert not fit.skipped
+    assert np.max(np.abs(np.log(fit.lengthscales / kernel.lengthscales))) > 0.5
+
+
+def test_skipped_refit_still_runs_the_prior_draws_and_keeps_the_better():
+    X, y = _data()
+    bounds = (0.05, 20.0)
+    tight = fit_lengthscales(SquaredExponential([1.0, 1.0]), X, y, 0.01, PRIOR, bounds,
+                             np.random.default_rng(0), maxiter=500)
+    runs = [fit_hyperparameters(SquaredExponential(tight), X, y, 0.01, PRIOR, bounds,
+                                np.random.default_rng(7), restarts=2, tolerance=0.05)
+            for _ in range(2)]
+    assert runs[0].skipped and runs[1].skipped
+    np.testing.assert_array_equal(runs[0].lengthscales, runs[1].lengthscales)  # deterministic
+    best = lambda ls: log_posterior(SquaredExponential(ls), X, y, 0.01, PRIOR)[0]  # noqa: E731
+    assert best(runs[0].lengthscales) >= best(tight)
+
+
+def test_warm_start_outside_the_bounds_is_never_skipped():
+    X, y = _data()
+    fit = fit_hyperparameters(SquaredExponential([50.0, 50.0]), X, y, 0.01, PRIOR, (0.05, 20.0),
+                              np.random.default_rng(0), tolerance=1e3)
+    assert not fit.skipped and np.all(fit.lengthscales <= 20.0 + 1e-9)
+
+
+def test_online_refits_are_skipped_once_the_map_settles_and_never_with_tolerance_zero():
+    # A skipped refit keeps the lengthscales bit for bit; L-BFGS-B's own run (from exp(log l))
+    # practically always moves them at least by round-off.
+    def unchanged_steps(tolerance):
+        s = make_strategy({"domain": BOX, "kernel": {"lengthscales": 4.5}, "seed": 2,
+                           "hyperparameters": {"lengthscales": "map", "refit_tolerance": tolerance},
+                           "budget": {"candidates": 128, "starts": 2, "maxiter": 15}})
+        f = lambda x: float(np.sin(x[0] * 3) + np.cos(x[1]))  # noqa: E731
+        same = []
+        for _ in range(40):
+            before = s.lengthscales
+            x = s.ask()
+            s.tell(x, f(x))
+            same.append(np.array_equal(before, s.lengthscales))
+        return sum(same[20:])
+
+    assert unchanged_steps(0.05) >= 10 > unchanged_steps(0.0)
+
+
+def test_spec_names_every_objective_the_fit_knows():
+    from tvbod.core import hyperparameters, spec
+
+    assert set(spec.OBJECTIVES) == set(hyperparameters.OBJECTIVES)
+    assert spec.HyperSpec().objective == "factored"
+
+
+MAP = {"domain": BOX, "hyperparameters": {"lengthscales": "map"}}
+
+
+def test_a_stored_mapping_without_the_refit_keys_means_tvbod_0_2s_refit():
+    from tvbod.core.spec import HyperSpec, parse_spec, with_explicit_trigger
+
+    stored = with_explicit_trigger(MAP, stored_before_0_2=True)["hyperparameters"]
+    assert (stored["objective"], stored["refit_tolerance"]) == ("explicit-inverse", 0.0)
+    fresh = with_explicit_trigger(MAP)["hyperparameters"]
+    assert (fresh["objective"], fresh["refit_tolerance"]) == (HyperSpec.objective,
+                                                              HyperSpec.refit_tolerance)
+    hyper = parse_spec(with_explicit_trigger(MAP, stored_before_0_2=True)).hyper
+    assert (hyper.objective, hyper.refit_tolerance) == ("explicit-inverse", 0.0)
+    kept = {"lengthscales": "map", "objective": "factored", "refit_tolerance": 0.2}
+    assert with_explicit_trigger({**MAP, "hyperparameters": kept},
+                                 stored_before_0_2=True)["hyperparameters"] == kept
+    assert MAP["hyperparameters"] == {"lengthscales": "map"}  # the argument is left alone
+    assert "hyperparameters" not in with_explicit_trigger({"domain": BOX})

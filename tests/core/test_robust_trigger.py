@@ -11,6 +11,7 @@ import pytest
 from scipy.stats import binom, norm
 
 from tvbod.core import SpecError, make_strategy, parse_spec
+from tvbod.core.spec import with_explicit_trigger
 from tvbod.core.trigger import RobustTrigger, pi_t, rho, wbar, window_constant
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -288,8 +289,11 @@ def _golden_objective(x, t):
 @pytest.mark.parametrize("case", ["fixed", "map"])
 def test_paper_preset_is_bit_identical_to_the_trigger_of_tvbod_0_1_0(case):
     # Recorded by tvbod 0.1.0 (tests/fixtures/paper_trigger_golden.json) on this machine kind.
+    # Its spec read as a mapping stored then: with `map`, tvbod 0.2's refit (objective
+    # explicit-inverse, no refit skip), as a daemon replays such state.
     golden = json.loads((FIXTURES / "paper_trigger_golden.json").read_text())[case]
-    s = make_strategy({**golden["spec"], "trigger": "paper"})
+    s = make_strategy(with_explicit_trigger({**golden["spec"], "trigger": "paper"},
+                                            stored_before_0_2=True))
     for t, row in enumerate(golden["rows"], start=1):
         x = s.ask()
         r = s.tell(x, _golden_objective(x, t))

@@ -72,6 +72,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compare", choices=["botorch"], help="time BoTorch's step in the same run")
     parser.add_argument("--out", type=Path, help="directory for results.json and latency.png")
     parser.add_argument("--quick", action="store_true", help="a tiny run, for tests")
+    parser.add_argument("--cartpole-step", action="store_true",
+                        help="instead: the shipped cart-pole optimizer's step (tell + MAP refit + "
+                             "ask) at n = --sizes (50,150,300)")
+    parser.add_argument("--refit", choices=["shipped", "legacy"],
+                        help="with --cartpole-step: the shipped file's MAP refit (default) or "
+                             "tvbod 0.2's (objective: explicit-inverse, refit_tolerance: 0)")
     parser.add_argument("--seed", type=int, default=0)
 
 
@@ -83,7 +89,10 @@ def _settings(args: argparse.Namespace) -> dict:
     if base["calls"] < 1 or base["warmup"] < 0 or base["ref_calls"] < 0:
         raise SystemExit("--calls must be >= 1, --warmup and --ref-calls >= 0")
     base["ref_calls"] = min(base["ref_calls"], base["calls"])
-    return dict(base, compare=args.compare, seed=args.seed, quick=bool(args.quick))
+    step = bool(getattr(args, "cartpole_step", False))
+    return dict(base, compare=args.compare, seed=args.seed, quick=bool(args.quick),
+                cartpole_step=step, refit=getattr(args, "refit", None),
+                step_sizes=(args.sizes or ([12, 24] if args.quick else None)) if step else None)
 
 
 def _argv(args: argparse.Namespace) -> list[str]:
@@ -91,10 +100,11 @@ def _argv(args: argparse.Namespace) -> list[str]:
     for key in ("dims", "sizes"):
         if getattr(args, key, None):
             out += [f"--{key}", ",".join(map(str, getattr(args, key)))]
-    for key in ("calls", "warmup", "ref_calls", "compare", "out", "seed"):
+    for key in ("calls", "warmup", "ref_calls", "compare", "out", "seed", "refit"):
         if getattr(args, key, None) is not None:
             out += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
-    return out + (["--quick"] if args.quick else [])
+    return (out + (["--quick"] if args.quick else [])
+            + (["--cartpole-step"] if getattr(args, "cartpole_step", False) else []))
 
 
 def _pinned() -> bool:
@@ -114,12 +124,21 @@ def run(args: argparse.Namespace) -> int:
     if settings["compare"] == "botorch" and importlib.util.find_spec("botorch") is None:
         print(_ANCHORS_HINT, file=sys.stderr)
         return 2
-    result = measure(settings, log=lambda msg: print(msg, file=sys.stderr, flush=True))
-    print(format_table(result))
+    log = functools.partial(print, file=sys.stderr, flush=True)
+    if settings["cartpole_step"]:
+        from . import cartpole_step
+
+        result = dict(cartpole_step.measure(settings, _percentiles, log), settings=settings,
+                      load_average=os.getloadavg()[0])
+        print(cartpole_step.format_table(result, settings["calls"], settings["warmup"]))
+    else:
+        result = measure(settings, log=log)
+        print(format_table(result))
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
-        _plot(result, args.out / "latency.png")
+        if not settings["cartpole_step"]:
+            _plot(result, args.out / "latency.png")
     return 0
 
 

@@ -76,6 +76,12 @@ class HyperSpec:
     #: (log-uniform priors on these bounds); None: fixed (the default).
     variance_bounds: tuple[float, float] | None = None
     noise_bounds: tuple[float, float] | None = None
+    #: Skip a refit when the projected gradient of the log posterior at the current values is at
+    #: most this (nats per unit of log theta; L-BFGS-B's own stopping test); 0: always refit.
+    refit_tolerance: float = 0.05
+    #: How the objective is evaluated (`tvbod.core.hyperparameters.OBJECTIVES`): `factored`, or
+    #: `explicit-inverse`, tvbod 0.2's (what a stored configuration without the key means).
+    objective: str = "factored"
 
 
 @dataclass(frozen=True)
@@ -232,7 +238,12 @@ def _parse_kernel(value, domain: DomainSpec, dim: int) -> KernelSpec:
 
 
 _HYPER_KEYS = {"lengthscales", "prior", "bounds", "refit_every", "restarts", "maxiter", "variance",
-               "noise_variance", "variance_bounds", "noise_bounds"}
+               "noise_variance", "variance_bounds", "noise_bounds", "refit_tolerance", "objective"}
+OBJECTIVES = ("factored", "explicit-inverse")
+#: `hyperparameters` keys whose value a stored mapping spells out (`with_explicit_trigger`):
+#: (what a stored mapping without the key means, today's default).
+_HYPER_HISTORY = {"objective": ("explicit-inverse", _HYPER.objective),
+                  "refit_tolerance": (0.0, _HYPER.refit_tolerance)}
 #: Default bounds of the learned signal and noise variances (GP scale; wide: scale-free in effect).
 VARIANCE_BOUNDS, NOISE_BOUNDS = (1e-3, 1e3), (1e-6, 1.0)
 
@@ -278,6 +289,10 @@ def _parse_hyper(value, kernel: KernelSpec) -> HyperSpec | None:
         maxiter=_integer(m.get("maxiter", _HYPER.maxiter), "hyperparameters.maxiter", 1, 10000),
         variance_bounds=_variance_bounds(m, "variance", VARIANCE_BOUNDS),
         noise_bounds=_variance_bounds(m, "noise_variance", NOISE_BOUNDS),
+        refit_tolerance=_number(m.get("refit_tolerance", _HYPER.refit_tolerance),
+                                "hyperparameters.refit_tolerance", 0.0, 1e3),
+        objective=_choice(m.get("objective", _HYPER.objective), "hyperparameters.objective",
+                          OBJECTIVES),
     )
 
 
@@ -406,11 +421,18 @@ def _parse_extensions(m: Mapping, strategy: str, domain: DomainSpec, kernel: Ker
 
 def with_explicit_trigger(m: Mapping, stored_before_0_2: bool = False) -> dict:
     """A copy of an `optimizer:` mapping with its trigger spelled out (`trigger: robust`, the
-    default), so a stored mapping says which trigger wrote its history. A stored mapping without
-    the key (`stored_before_0_2`) was written by tvbod 0.1.0, whose ET-GP-UCB was the paper's."""
+    default), and with MAP hyperparameters their `objective` and `refit_tolerance`, so a stored
+    mapping says which trigger and which refit wrote its history. A stored mapping
+    (`stored_before_0_2`) without `trigger` was written by tvbod 0.1.0, whose ET-GP-UCB was the
+    paper's; one without the two hyperparameter keys by tvbod <= 0.2 (`explicit-inverse`, no skip)."""
     out = dict(m)
     if uses_event_trigger(m) and "trigger" not in m:
         out["trigger"] = "paper" if stored_before_0_2 else "robust"
+    hyper = m.get("hyperparameters")
+    if isinstance(hyper, Mapping) and hyper.get("lengthscales") == "map":
+        out["hyperparameters"] = dict(hyper)
+        for key, (stored, default) in _HYPER_HISTORY.items():
+            out["hyperparameters"].setdefault(key, stored if stored_before_0_2 else default)
     return out
 
 

@@ -22,7 +22,7 @@ from ..domains import PointsDomain
 from ..errors import DomainError
 from ..exploration import Told
 from ..gp import ExactGP
-from ..hyperparameters import GammaPrior, fit_hyperparameters
+from ..hyperparameters import GammaPrior, Hyperparameters, fit_hyperparameters
 from ..optimize import Budget, maximize_on_box, maximize_on_set, sobol_unit
 from ..spec import OptimizerSpec
 from ..trigger import decide
@@ -203,9 +203,10 @@ class GPUCBStrategy(GPViews, Strategy):
         self.base_kernel = base
         self.gp.kernel = build_kernel(self.spec, self.domain, self.base_kernel)
 
-    def _refit_hyperparameters(self, t: int) -> None:
+    def _refit_hyperparameters(self, t: int) -> Hyperparameters:
         """MAP lengthscales (and, if configured, sigma_f^2 and sigma_n^2) on the current dataset,
-        then a full refactorization if anything changed."""
+        then a full refactorization if anything changed; returns the fit (`skipped`: the current
+        values met `refit_tolerance`)."""
         h = self.spec.hyper
         X = self.gp.X_ if self.gp.n else np.empty((0, self.domain.dim))
         if isinstance(self.domain, PointsDomain) and self.gp.n:
@@ -220,16 +221,17 @@ class GPUCBStrategy(GPViews, Strategy):
             start, X, self.gp.y_, self.gp.noise_variance,
             GammaPrior(h.prior_shape, h.prior_rate), (h.lower, h.upper),
             np.random.default_rng([self.spec.seed, t, _RNG_HYPER]), h.restarts, h.maxiter, temporal_K,
-            h.variance_bounds, h.noise_bounds,
+            h.variance_bounds, h.noise_bounds, tolerance=h.refit_tolerance, objective=h.objective,
         )
         if self.exploration.keep_map(fit.lengthscales):  # A-GP-UCB scales it in after_tell
-            return
+            return fit
         if (not np.array_equal(fit.lengthscales, self.base_kernel.lengthscales)
                 or fit.variance != self.base_kernel.variance
                 or fit.noise_variance != self.gp.noise_variance):
             self._set_lengthscales(fit.lengthscales, fit.variance)
             self.gp.noise_variance = fit.noise_variance
             self.gp.refactor()
+        return fit
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict:
