@@ -31,7 +31,6 @@ from typing import NamedTuple
 import numpy as np
 from scipy.linalg import LinAlgError, cho_solve, cholesky
 from scipy.linalg.lapack import dpotrf, dpotri, dpotrs
-from scipy.optimize import minimize
 
 from .kernels import Matern52, SquaredExponential
 
@@ -244,6 +243,8 @@ def _multistart(negative: Callable, starts: list[np.ndarray], lo: np.ndarray, hi
         if first is not None and np.array_equal(u, first[0]):
             return first[1], first[2].copy()
         return negative(u)
+
+    from scipy.optimize import minimize  # ~1 s of import: paid at the first fit, not at start
 
     for u0 in starts[skipped:]:
         res = minimize(cached, u0, jac=True, method="L-BFGS-B", bounds=list(zip(lo, hi)),
