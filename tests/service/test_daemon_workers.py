@@ -132,3 +132,30 @@ def test_sigkill_while_a_refit_runs_loses_nothing_and_resumes_exactly(tmp_path):
     out = subprocess.run([sys.executable, "-m", "tvbod", "replay", str(d.state / "plants" / "alpha")],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_an_ask_after_observations_has_its_proposal_computed_by_a_worker(tmp_path):
+    # An observe prepares no proposal (another observation usually follows); the ask that comes
+    # next starts the job that computes it and waits for it, while the loop serves other plants.
+    fault = tmp_path / "fault"
+    fault.write_text("")
+    d = Daemon(tmp_path / "d", plants=PLANTS, env={"TVBOD_FAULT_FILE": str(fault)}).start()
+    peer = RawPeer(d.endpoint)
+    try:
+        with d.client("alpha") as a:
+            for k in range(4):
+                gains = {"kp": 0.3 * k, "ki": 0.1 * k}
+                assert a.observe(gains, objective(gains, k + 1))["t"] == k + 1
+            _hold(d, fault, "alpha")
+            peer.sock.send_multipart([b"", msgpack.packb(
+                _msg("ask", "alpha", "ask-after-observe", adapter="tvbod-client"))])
+            assert peer.sock.poll(500) == 0  # held: the proposal is a worker's job
+            with d.client("beta") as b:
+                assert [pid for pid, _ in _steps(b, 2)] == ["beta:1", "beta:2"]
+            _hold(d, fault, None)
+            assert peer.sock.poll(60_000)
+            reply = msgpack.unpackb(peer.sock.recv_multipart()[-1])
+            assert reply.get("ok") and reply["proposal_id"] == "alpha:5", reply
+    finally:
+        peer.close()
+        assert d.stop() == 0

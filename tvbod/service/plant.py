@@ -233,15 +233,20 @@ class PlantRuntime(PlantTransitions, PlantRecovery, PlantReadouts, MeasurementCh
         self.events.emit("proposal_abandoned", t=t, proposal_id=pid,
                          timeout_s=self.config.proposal_timeout)
 
-    def needs_preparation(self) -> bool:
-        """True when the next proposal is not computed yet (after a tell, or at start)."""
-        return self.proposal is None and not self.strategy.proposal_ready
+    def needs_preparation(self, propose: bool) -> bool:
+        """True when a job has work: the deferred refit, or (`propose`) the next proposal."""
+        if propose:
+            return self.proposal is None and not self.strategy.proposal_ready
+        return not self.strategy.settled
 
-    def prepare(self) -> tuple[tuple, dict | None]:
+    def prepare(self, propose: bool) -> tuple[tuple, dict | None]:
         """The next step's model work, on a worker thread (tvbod/service/workers.py): the tell's
-        deferred refit (`settle`), the next proposal and the recommendation; returns the `best`
-        cache entry. Deterministic, so it changes no outcome, only when the work is done."""
-        self.strategy.ask()
+        deferred refit (`settle`), with `propose` the next proposal, and the recommendation;
+        returns the `best` cache entry. Deterministic, so it changes no outcome, only when the
+        work is done: a proposal is a pure function of the state and the step's seed."""
+        self.strategy.settle()
+        if propose:
+            self.strategy.ask()
         return self._best_entry()
 
     def prepared(self, outcome) -> None:

@@ -102,10 +102,13 @@ class RequestHandling:
     # ------------------------------------------------------------------ parking (workers.py)
     def _park(self, env, peer: bytes, req) -> bool:
         """Hold a request that must read a plant whose job runs (or behind one already held,
-        keeping each plant's arrival order); True if held. A `status` of all plants waits
-        only for the plants busy when it arrived (the others report their newest state)."""
+        keeping each plant's arrival order); True if held. An `ask` whose proposal is not
+        computed starts the job that computes it, and waits. A `status` of all plants waits only
+        for the plants busy when it arrived (the others report their newest state)."""
         name = getattr(req, "plant", None)
         if name is not None and name in self.plants:
+            if req.type == "ask" and not self._parked.get(name):
+                self._workers.start(self.plants[name])  # no proposal yet: a worker computes it
             if self._workers.busy(name) or self._parked.get(name):
                 held = self._parked.setdefault(name, deque())
                 if len(held) >= _PARKED_PER_PLANT:
@@ -128,6 +131,8 @@ class RequestHandling:
         for name in finished:
             held = self._parked.get(name)
             while held and not self._workers.busy(name):
+                if held[0][2].type == "ask" and self._workers.start(self.plants[name]):
+                    break  # its proposal is computed first, off the loop; the ask waits for it
                 frames = self._answer(*held.popleft())
                 if frames is not None:
                     replies.append(frames)
@@ -178,14 +183,15 @@ class RequestHandling:
         return self._timed(req, self._plant(req).ask)
 
     def _tell(self, req) -> Reply:
-        return self._stepped(req, self._timed(req, self._plant(req).tell))
+        return self._stepped(req, self._timed(req, self._plant(req).tell), propose=True)
 
     def _observe(self, req) -> Reply:
-        return self._stepped(req, self._timed(req, self._plant(req).observe))
+        return self._stepped(req, self._timed(req, self._plant(req).observe), propose=False)
 
-    def _stepped(self, req, reply: Reply) -> Reply:
-        """After a measurement was applied: its plant's next step is prepared by a worker."""
-        self._workers.start(self.plants[req.plant])
+    def _stepped(self, req, reply: Reply, propose: bool) -> Reply:
+        """After a measurement was applied: a worker runs its refit and (after a tell, when the
+        adapter's ask comes next) the next proposal."""
+        self._workers.start(self.plants[req.plant], propose)
         return reply
 
     def _best(self, req) -> Reply:

@@ -61,22 +61,24 @@ class ModelWorkers:
     def idle(self) -> bool:
         return not self._running
 
-    def start(self, plant: Any) -> bool:
-        """Submit `plant`'s next-step job unless one runs or nothing is to be done."""
-        if plant.name in self._running or not plant.needs_preparation():
+    def start(self, plant: Any, propose: bool = True) -> bool:
+        """Submit `plant`'s job unless one runs or it has nothing to do: the refit a tell
+        deferred and, with `propose`, the next proposal (after a tell the adapter asks next;
+        after an `observe` another observation usually follows, so only an `ask` asks for one)."""
+        if plant.name in self._running or not plant.needs_preparation(propose):
             return False
-        future = self._pool.submit(self._run, plant)
+        future = self._pool.submit(self._run, plant, propose)
         self._running[plant.name] = future
         future.add_done_callback(lambda _f, name=plant.name: self._finished(name))
         return True
 
-    def _run(self, plant: Any) -> Prepared:
+    def _run(self, plant: Any, propose: bool) -> Prepared:
         if self._hold is not None:
             self._hold(plant.name)
         start = time.perf_counter()
         t = plant.strategy.t
         try:
-            best = plant.prepare()
+            best = plant.prepare(propose)
         except Exception as exc:  # noqa: BLE001 - reported by the loop as an internal_error
             return Prepared(t, time.perf_counter() - start, error=exc)
         return Prepared(t, time.perf_counter() - start, best=best)

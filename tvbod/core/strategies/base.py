@@ -53,6 +53,11 @@ class Strategy(ABC):
         return self._pending is not None
 
     @property
+    def settled(self) -> bool:
+        """True when no work a `tell` deferred is left (`settle` would do nothing)."""
+        return True
+
+    @property
     @abstractmethod
     def t(self) -> int:
         """The global step of the next `ask`/`tell` (from 1)."""

@@ -70,6 +70,10 @@ class GPUCBStrategy(GPViews, Strategy):
         #: what `settle` still has to do after the last tell (None: nothing)
         self._followup: Told | None = None
 
+    @property
+    def settled(self) -> bool:
+        return self._followup is None
+
     # ------------------------------------------------------------------ ask / tell
     def ask(self) -> np.ndarray:
         self.settle()
