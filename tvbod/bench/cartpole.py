@@ -276,9 +276,8 @@ def run(args: argparse.Namespace) -> int:
     done = pr.sweep_rows(run_task, algos, args, cfg, "cartpole")
     if done is None:
         return 1
-    results, outcome = done
+    results, outcome, summary = done
     wall = outcome.wall_s
-    summary = pr.summarize(algos, results, args.runs, args.horizon)
     for a in summary:
         per = [r for r in results if r["label"] == a["label"]]
         a["outside_prior_mean"] = float(np.mean([r["outside_prior"] for r in per]))

@@ -88,14 +88,17 @@ def run_seed(seed: int, run: int) -> int:
 
 def sweep_rows(run_task, algos: Sequence[Algo], args, cfg, name: str):
     """Every (run, row) task of a plant bench on the sweep executor, seeded by (seed, run) only
-    (every row sees the same plant realisation); `(results in task order, the sweep's outcome)`,
-    or None if a task failed (the executor has reported it)."""
+    (every row sees the same plant realisation); `(results in task order, the sweep's outcome,
+    the rows' summary)`, or None if a task failed (the executor has reported it)."""
     from . import sweep
 
     tasks = [sweep.task(run_task, r, a, args.seed, cfg, seed=run_seed(args.seed, r),
                         rank=cost_rank(a)) for r in range(args.runs) for a in algos]
     outcome = sweep.run(tasks, args, name)
-    return None if outcome.failures else (outcome.ordered(tasks), outcome)
+    if outcome.failures:
+        return None
+    results = outcome.ordered(tasks)
+    return results, outcome, summarize(algos, results, args.runs, args.horizon)
 
 
 def cost_rank(algo: Algo) -> int:

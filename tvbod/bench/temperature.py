@@ -143,9 +143,8 @@ def run(args: argparse.Namespace) -> int:
     done = pr.sweep_rows(run_task, algos, args, cfg, "temperature")
     if done is None:
         return 1
-    results, outcome = done
+    results, outcome, summary = done
     wall = outcome.wall_s
-    summary = pr.summarize(algos, results, args.runs, args.horizon)
     for a in summary:
         per = sorted((r for r in results if r["label"] == a["label"]), key=lambda r: r["run"])
         a["first_arms"] = [r["first_arm"] for r in per]
