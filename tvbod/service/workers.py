@@ -35,6 +35,18 @@ class Prepared:
     error: BaseException | None = None
 
 
+def light_model(strategy: Any) -> bool:
+    """Model work cheap enough for the loop thread: no model (random search), or a finite domain
+    without MAP refits or adaptive exploration (a posterior update over the set and an argmax,
+    ~1 ms for 50 arms). A thread hand-over (a job, a wake-up, the GIL passed back and forth)
+    would cost such a plant more than it saves; its next ask computes the proposal inline. The
+    rule reads the configuration only, so where work runs never depends on timing."""
+    spec = strategy.spec
+    if spec.strategy == "random-search":
+        return True
+    return bool(strategy.domain.finite and spec.hyper is None and spec.exploration is None)
+
+
 class ModelWorkers:
     """A thread pool running `plant.prepare()` for plants whose next step is not computed yet.
 
@@ -67,6 +79,8 @@ class ModelWorkers:
         after an `observe` another observation usually follows, so only an `ask` asks for one)."""
         if plant.name in self._running or not plant.needs_preparation(propose):
             return False
+        if light_model(plant.strategy):
+            return False  # the next ask computes it on the loop thread
         future = self._pool.submit(self._run, plant, propose)
         self._running[plant.name] = future
         future.add_done_callback(lambda _f, name=plant.name: self._finished(name))
