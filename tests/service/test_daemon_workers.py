@@ -6,6 +6,7 @@ acknowledged, that its next ask waits for its job alone, and that every other pl
 
 import subprocess
 import sys
+from contextlib import contextmanager
 
 import msgpack
 from daemon_harness import Daemon, RawPeer, objective
@@ -45,66 +46,73 @@ def _reference(root, steps: int) -> list[tuple]:
     return proposals
 
 
-def _hold(d: Daemon, fault, plant: str | None) -> None:
+def _hold(fault, plant: str | None) -> None:
     fault.write_text(f"hold-prepare:{plant}" if plant else "")
 
 
-def test_a_held_refit_delays_only_its_own_plant(tmp_path):
-    expected = _reference(tmp_path / "ref", 6)
+@contextmanager
+def _daemon_with_a_fault_file(tmp_path):
+    """`(daemon, fault file, raw peer)`: a daemon whose plants' jobs the fault file can hold."""
     fault = tmp_path / "fault"
     fault.write_text("")
     d = Daemon(tmp_path / "d", plants=PLANTS, env={"TVBOD_FAULT_FILE": str(fault)}).start()
     peer = RawPeer(d.endpoint)
     try:
+        yield d, fault, peer
+    finally:
+        peer.close()
+        assert d.stop() == 0
+
+
+def _send(peer, kind: str, plant: str | None, rid: str) -> None:
+    extra = {"adapter": "tvbod-client"} if kind == "ask" else {}
+    peer.sock.send_multipart([b"", msgpack.packb(_msg(kind, plant, rid, **extra))])
+
+
+def _reply(peer) -> dict:
+    assert peer.sock.poll(60_000)
+    return msgpack.unpackb(peer.sock.recv_multipart()[-1])
+
+
+def test_a_held_refit_delays_only_its_own_plant(tmp_path):
+    expected = _reference(tmp_path / "ref", 6)
+    with _daemon_with_a_fault_file(tmp_path) as (d, fault, peer):
         with d.client("alpha") as a, d.client("beta") as b:
             got = _steps(a, 5)
             p = a.ask()
             got.append((p["proposal_id"], tuple(p["gains"].values())))
-            _hold(d, fault, "alpha")
+            _hold(fault, "alpha")
             told = a.tell(p["proposal_id"], objective(p["gains"], p["t"]))
             assert told["t"] == 6  # acknowledged: durable and decided, the refit still to come
-            peer.sock.send_multipart([b"", msgpack.packb(
-                _msg("ask", "alpha", "held-ask", adapter="tvbod-client"))])
+            _send(peer, "ask", "alpha", "held-ask")
             assert peer.sock.poll(500) == 0  # waits for alpha's job, which is held
             beta = _steps(b, 4)  # ... while beta is served: ask, tell, refit, ask again
             assert [pid for pid, _ in beta] == [f"beta:{t}" for t in range(1, 5)]
             assert b.status("beta")["plants"][0]["t"] == 5
             assert peer.sock.poll(0) == 0
-            _hold(d, fault, None)
-            assert peer.sock.poll(60_000)
-            reply = msgpack.unpackb(peer.sock.recv_multipart()[-1])
+            _hold(fault, None)
+            reply = _reply(peer)
             assert reply.get("ok") and reply["id"] == "held-ask", reply
             got.append((reply["proposal_id"], tuple(reply["gains"].values())))
-        assert got == expected  # the same proposals as a daemon that never waited
-    finally:
-        peer.close()
-        assert d.stop() == 0
+    assert got == expected  # the same proposals as a daemon that never waited
 
 
 def test_a_status_of_all_plants_waits_for_the_plants_busy_when_it_came(tmp_path):
-    fault = tmp_path / "fault"
-    fault.write_text("")
-    d = Daemon(tmp_path / "d", plants=PLANTS, env={"TVBOD_FAULT_FILE": str(fault)}).start()
-    peer = RawPeer(d.endpoint)
-    try:
+    with _daemon_with_a_fault_file(tmp_path) as (d, fault, peer):
         with d.client("alpha") as a:
             _steps(a, 2)
             p = a.ask()
-            _hold(d, fault, "alpha")
+            _hold(fault, "alpha")
             a.tell(p["proposal_id"], objective(p["gains"], p["t"]))
-            peer.sock.send_multipart([b"", msgpack.packb(_msg("status", None, "s"))])
+            _send(peer, "status", None, "s")
             assert peer.sock.poll(500) == 0
             with d.client("beta") as b:
                 assert b.ping()["pong"]  # the loop answers others meanwhile
-            _hold(d, fault, None)
-            assert peer.sock.poll(60_000)
-            reply = msgpack.unpackb(peer.sock.recv_multipart()[-1])
-        plants = {s["plant"]: s for s in reply["plants"]}
-        assert plants["alpha"]["t"] == 4 and plants["alpha"]["best"]["measured_at"] >= 1
-        assert set(plants) == {"alpha", "beta"}
-    finally:
-        peer.close()
-        assert d.stop() == 0
+            _hold(fault, None)
+            reply = _reply(peer)
+    plants = {s["plant"]: s for s in reply["plants"]}
+    assert plants["alpha"]["t"] == 4 and plants["alpha"]["best"]["measured_at"] >= 1
+    assert set(plants) == {"alpha", "beta"}
 
 
 def test_sigkill_while_a_refit_runs_loses_nothing_and_resumes_exactly(tmp_path):
@@ -116,10 +124,10 @@ def test_sigkill_while_a_refit_runs_loses_nothing_and_resumes_exactly(tmp_path):
         got = _steps(a, 5)
         p = a.ask()
         got.append((p["proposal_id"], tuple(p["gains"].values())))
-        _hold(d, fault, "alpha")
+        _hold(fault, "alpha")
         assert a.tell(p["proposal_id"], objective(p["gains"], p["t"]))["t"] == 6
     d.kill()  # the acknowledged tell's refit never finished
-    _hold(d, fault, None)
+    _hold(fault, None)
     d.start()
     with d.client("alpha") as a:
         p = a.ask()
@@ -137,25 +145,16 @@ def test_sigkill_while_a_refit_runs_loses_nothing_and_resumes_exactly(tmp_path):
 def test_an_ask_after_observations_has_its_proposal_computed_by_a_worker(tmp_path):
     # An observe prepares no proposal (another observation usually follows); the ask that comes
     # next starts the job that computes it and waits for it, while the loop serves other plants.
-    fault = tmp_path / "fault"
-    fault.write_text("")
-    d = Daemon(tmp_path / "d", plants=PLANTS, env={"TVBOD_FAULT_FILE": str(fault)}).start()
-    peer = RawPeer(d.endpoint)
-    try:
+    with _daemon_with_a_fault_file(tmp_path) as (d, fault, peer):
         with d.client("alpha") as a:
             for k in range(4):
                 gains = {"kp": 0.3 * k, "ki": 0.1 * k}
                 assert a.observe(gains, objective(gains, k + 1))["t"] == k + 1
-            _hold(d, fault, "alpha")
-            peer.sock.send_multipart([b"", msgpack.packb(
-                _msg("ask", "alpha", "ask-after-observe", adapter="tvbod-client"))])
+            _hold(fault, "alpha")
+            _send(peer, "ask", "alpha", "ask-after-observe")
             assert peer.sock.poll(500) == 0  # held: the proposal is a worker's job
             with d.client("beta") as b:
                 assert [pid for pid, _ in _steps(b, 2)] == ["beta:1", "beta:2"]
-            _hold(d, fault, None)
-            assert peer.sock.poll(60_000)
-            reply = msgpack.unpackb(peer.sock.recv_multipart()[-1])
+            _hold(fault, None)
+            reply = _reply(peer)
             assert reply.get("ok") and reply["proposal_id"] == "alpha:5", reply
-    finally:
-        peer.close()
-        assert d.stop() == 0

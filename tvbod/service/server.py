@@ -43,10 +43,10 @@ __all__ = ["DaemonLockedError", "Server", "probe_endpoint"]
 _BATCH = 256
 #: Idle poll timeout: how often timeouts are checked when nothing happens.
 _IDLE_POLL_MS = 100
-#: Threads preparing plants' next steps (workers.py). One: LAPACK releases the GIL, but the
-#: polish and the refit are mostly Python, and a second thread measured worse on 2 cores for
-#: both the loop's latency and the throughput (docs/benchmarks.md, open-loop load).
-_MODEL_THREADS = 1
+#: Threads preparing plants' next steps (workers.py). Two, so that one plant's long refit never
+#: holds every other plant's proposal up; more would only add GIL contention with the loop (the
+#: polish and the refit are mostly Python; docs/benchmarks.md, open-loop load).
+_MODEL_THREADS = 2
 #: How long a thread may hold the GIL while another waits (CPython's default is 5 ms): short,
 #: so a worker's Python code cannot delay the loop's replies by more than this per hand-over.
 _SWITCH_INTERVAL_S = 0.0005
