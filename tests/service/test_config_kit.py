@@ -49,3 +49,19 @@ def test_daemon_limits_default_to_the_dataclass_defaults(tmp_path):
     d = defaults(DaemonConfig)
     assert (config.checkpoint_every, config.request_cache, config.log_level) == (
         d.checkpoint_every, d.request_cache, d.log_level)
+    assert (config.model_workers, config.model_worker_kind) == (2, "thread") == (
+        d.model_workers, d.model_worker_kind)
+
+
+def test_the_shipped_daemon_file_spells_out_the_defaults(tmp_path):
+    from pathlib import Path
+
+    from tvbod.service.config import DAEMON_LIMITS
+
+    shipped = Path(__file__).resolve().parents[2] / "configs" / "tvbod.yaml"
+    config = load_daemon_config(shipped, env={"HOME": str(tmp_path)})
+    d = defaults(DaemonConfig)
+    for key in (*DAEMON_LIMITS, "log_level", "model_worker_kind"):
+        assert getattr(config, key) == getattr(d, key), key
+    for key in DAEMON_LIMITS:  # written out, not merely defaulted
+        assert f"\n{key}: " in shipped.read_text(), key

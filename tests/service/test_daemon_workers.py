@@ -4,12 +4,19 @@ A fault file holds one plant's model job (`hold-prepare:NAME`, tvbod/service/fau
 endless refit would, so the tests prove by order, not by timing, that the held plant's tell is
 acknowledged, that its next ask waits for its job alone, and that every other plant is served."""
 
+import os
+import signal
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
+from pathlib import Path
 
 import msgpack
+import pytest
 from daemon_harness import Daemon, RawPeer, objective
+
+from tvbod.service.store import CheckpointStore
 
 MAP = """\
   hyperparameters:
@@ -51,11 +58,13 @@ def _hold(fault, plant: str | None) -> None:
 
 
 @contextmanager
-def _daemon_with_a_fault_file(tmp_path):
-    """`(daemon, fault file, raw peer)`: a daemon whose plants' jobs the fault file can hold."""
+def _daemon_with_a_fault_file(tmp_path, kind: str = "thread", **daemon_args):
+    """`(daemon, fault file, raw peer)`: a daemon whose plants' jobs the fault file can hold,
+    run by model workers of `kind`."""
     fault = tmp_path / "fault"
     fault.write_text("")
-    d = Daemon(tmp_path / "d", plants=PLANTS, env={"TVBOD_FAULT_FILE": str(fault)}).start()
+    d = Daemon(tmp_path / "d", plants=PLANTS, env={"TVBOD_FAULT_FILE": str(fault)},
+               extra=f"model_worker_kind: {kind}\n", **daemon_args).start()
     peer = RawPeer(d.endpoint)
     try:
         yield d, fault, peer
@@ -65,7 +74,7 @@ def _daemon_with_a_fault_file(tmp_path):
 
 
 def _send(peer, kind: str, plant: str | None, rid: str) -> None:
-    extra = {"adapter": "tvbod-client"} if kind == "ask" else {}
+    extra = {"adapter": "tvbod-client"} if kind in ("ask", "hello") else {}
     peer.sock.send_multipart([b"", msgpack.packb(_msg(kind, plant, rid, **extra))])
 
 
@@ -74,9 +83,15 @@ def _reply(peer) -> dict:
     return msgpack.unpackb(peer.sock.recv_multipart()[-1])
 
 
-def test_a_held_refit_delays_only_its_own_plant(tmp_path):
+KINDS = pytest.mark.parametrize("kind", ["thread", "process"])
+
+
+@KINDS
+def test_a_held_refit_delays_only_its_own_plant(tmp_path, kind):
+    # With process workers, also: the strategy pickled to a worker and back computes exactly
+    # what the thread-run reference computed.
     expected = _reference(tmp_path / "ref", 6)
-    with _daemon_with_a_fault_file(tmp_path) as (d, fault, peer):
+    with _daemon_with_a_fault_file(tmp_path, kind) as (d, fault, peer):
         with d.client("alpha") as a, d.client("beta") as b:
             got = _steps(a, 5)
             p = a.ask()
@@ -97,8 +112,9 @@ def test_a_held_refit_delays_only_its_own_plant(tmp_path):
     assert got == expected  # the same proposals as a daemon that never waited
 
 
-def test_a_status_of_all_plants_waits_for_the_plants_busy_when_it_came(tmp_path):
-    with _daemon_with_a_fault_file(tmp_path) as (d, fault, peer):
+@KINDS
+def test_a_status_of_all_plants_waits_for_the_plants_busy_when_it_came(tmp_path, kind):
+    with _daemon_with_a_fault_file(tmp_path, kind) as (d, fault, peer):
         with d.client("alpha") as a:
             _steps(a, 2)
             p = a.ask()
@@ -115,11 +131,13 @@ def test_a_status_of_all_plants_waits_for_the_plants_busy_when_it_came(tmp_path)
     assert set(plants) == {"alpha", "beta"}
 
 
-def test_sigkill_while_a_refit_runs_loses_nothing_and_resumes_exactly(tmp_path):
+@KINDS
+def test_sigkill_while_a_refit_runs_loses_nothing_and_resumes_exactly(tmp_path, kind):
     expected = _reference(tmp_path / "ref", 6)
     fault = tmp_path / "fault"
     fault.write_text("")
-    d = Daemon(tmp_path / "d", plants=PLANTS, env={"TVBOD_FAULT_FILE": str(fault)}).start()
+    d = Daemon(tmp_path / "d", plants=PLANTS, env={"TVBOD_FAULT_FILE": str(fault)},
+               extra=f"model_worker_kind: {kind}\n").start()
     with d.client("alpha") as a:
         got = _steps(a, 5)
         p = a.ask()
@@ -158,3 +176,80 @@ def test_an_ask_after_observations_has_its_proposal_computed_by_a_worker(tmp_pat
             _hold(fault, None)
             reply = _reply(peer)
             assert reply.get("ok") and reply["proposal_id"] == "alpha:5", reply
+
+
+def test_a_checkpoint_due_while_a_job_ran_is_written_before_its_plant_answers_again(tmp_path):
+    # A busy plant is not checkpointed (its model is being settled); the checkpoint that fell
+    # due meanwhile is written when the job is collected, before the plant's held requests are
+    # answered. So a client that hears back from the plant sees that tell checkpointed.
+    with _daemon_with_a_fault_file(tmp_path, checkpoint_every=1) as (d, fault, peer):
+        checkpoints = CheckpointStore(d.state / "plants" / "alpha")
+        with d.client("alpha") as a, d.client("beta") as b:
+            _steps(a, 2)
+            p = a.ask()
+            a.hello()  # answered in a later turn than the ask's, so after the ask's checkpoint
+            before = checkpoints.load().journal_seq
+            _hold(fault, "alpha")
+            a.tell(p["proposal_id"], objective(p["gains"], p["t"]))
+            assert b.ping()["pong"]  # a loop turn after the tell's: alpha still busy
+            assert checkpoints.load().journal_seq == before  # due, but its job holds the model
+            _send(peer, "hello", "alpha", "after-the-job")
+            assert peer.sock.poll(500) == 0
+            _hold(fault, None)
+            reply = _reply(peer)
+            assert reply.get("ok") and reply["id"] == "after-the-job", reply
+            assert checkpoints.load().journal_seq > before  # the tell is in the checkpoint
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        out += [int(c) for c in (task / "children").read_text().split()]
+    return out
+
+
+def test_a_killed_worker_process_fails_its_job_not_the_daemon(tmp_path):
+    expected = _reference(tmp_path / "ref", 6)
+    with _daemon_with_a_fault_file(tmp_path, "process") as (d, fault, peer):
+        with d.client("alpha") as a, d.client("beta") as b:
+            got = _steps(a, 5)
+            p = a.ask()
+            got.append((p["proposal_id"], tuple(p["gains"].values())))
+            _hold(fault, "alpha")
+            a.tell(p["proposal_id"], objective(p["gains"], p["t"]))
+            workers = _children(d.proc.pid)
+            assert workers  # spawned worker processes (and the spawn's resource tracker)
+            for pid in workers:
+                os.kill(pid, signal.SIGKILL)
+            _hold(fault, None)
+            _send(peer, "ask", "alpha", "after-the-kill")
+            reply = _reply(peer)  # recomputed by a new pool from the plant's own strategy
+            assert reply.get("ok") and reply["proposal_id"] == "alpha:7", reply
+            got.append((reply["proposal_id"], tuple(reply["gains"].values())))
+            assert [pid for pid, _ in _steps(b, 2)] == ["beta:1", "beta:2"]
+            deadline = time.monotonic() + 30
+            while not any(e["event"] == "internal_error" for e in d.events()):
+                assert time.monotonic() < deadline, "the lost job is not reported"
+                time.sleep(0.05)
+    assert got == expected
+
+
+def test_resends_of_a_held_request_are_answered_once_and_never_overload_the_plant(tmp_path):
+    # A client that retries on silence resends the same id while the job runs (the reference
+    # client from a new socket each time): one held request, not one per resend.
+    with _daemon_with_a_fault_file(tmp_path) as (d, fault, peer):
+        with d.client("alpha") as a:
+            _steps(a, 2)
+            p = a.ask()
+            _hold(fault, "alpha")
+            a.tell(p["proposal_id"], objective(p["gains"], p["t"]))
+            for _ in range(300):  # more than the 256 a plant may hold
+                _send(peer, "ask", "alpha", "resent-ask")
+            _send(peer, "ping", None, "after-the-resends")
+            pong = _reply(peer)  # read after every resend (one connection keeps its order) ...
+            assert pong.get("ok") and pong["id"] == "after-the-resends", pong  # ... none refused
+            assert peer.sock.poll(200) == 0
+            _hold(fault, None)
+            reply = _reply(peer)
+            assert reply.get("ok") and reply["proposal_id"] == "alpha:4", reply
+            assert peer.sock.poll(1000) == 0  # answered once

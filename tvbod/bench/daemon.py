@@ -32,6 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds not measured per case")
     parser.add_argument("--port", type=int, default=5711, help="tcp port on 127.0.0.1")
     parser.add_argument("--out", type=Path, default=None, help="write results.json here")
+    parser.add_argument("--model-workers", choices=("thread", "process"), default="thread",
+                        help="the daemon's model_worker_kind (default thread)")
     add_load_arguments(parser)
 
 
@@ -43,8 +45,9 @@ def _arms_matrix(n: int = 50) -> list[list[float]]:
     return ((A @ A.T) / 8 + 0.05 * np.eye(n)).round(12).tolist()
 
 
-def _write_config(root: Path, plants: int, domain: str, endpoint: str) -> None:
-    write_daemon_file(root, endpoint)
+def _write_config(root: Path, plants: int, domain: str, endpoint: str,
+                  model_workers: str = "thread") -> None:
+    write_daemon_file(root, endpoint, model_workers)
     if domain == "arms":
         import yaml
 
@@ -139,7 +142,7 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def run_case(plants: int, transport: str, domain: str, seconds: float, warmup: float,
-             port: int, ready_timeout: float = 600.0) -> dict:
+             port: int, ready_timeout: float = 600.0, model_workers: str = "thread") -> dict:
     """One closed-loop case. A daemon not READY within `ready_timeout` s gives a row marked
     `complete: false` (with the reason), not an exception."""
     with tempfile.TemporaryDirectory(prefix="tvbod-bench-") as tmp:
@@ -147,9 +150,10 @@ def run_case(plants: int, transport: str, domain: str, seconds: float, warmup: f
         endpoint = (f"ipc://{root}/run/tvbod.sock" if transport == "ipc"
                     else f"tcp://127.0.0.1:{port}")
         _write_config(root, plants, domain, "ipc://{runtime_dir}/tvbod.sock"
-                      if transport == "ipc" else endpoint)
+                      if transport == "ipc" else endpoint, model_workers)
         daemon = DaemonProcess(root)
-        row = {"plants": plants, "transport": transport, "domain": domain}
+        row = {"plants": plants, "transport": transport, "domain": domain,
+               "model_workers": model_workers}
         try:
             daemon.start()
             ready = daemon.wait_ready(ready_timeout)
@@ -203,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"[bench daemon] {n} plant(s) over {transport}, {args.domain} ...",
                   file=sys.stderr)
             rows.append(run_case(n, transport, args.domain, args.seconds, args.warmup, args.port,
-                                 args.ready_timeout))
+                                 args.ready_timeout, args.model_workers))
     print(format_table(rows))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)

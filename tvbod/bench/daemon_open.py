@@ -232,7 +232,8 @@ def run_load(args: argparse.Namespace) -> dict[str, Any]:
         if args.workdir is not None:
             root.mkdir(parents=True)  # a new directory: an old state would change the run
         endpoint = _endpoint(args, root)
-        write_daemon_file(root, endpoint.replace(f"ipc://{root}/run", "ipc://{runtime_dir}"))
+        write_daemon_file(root, endpoint.replace(f"ipc://{root}/run", "ipc://{runtime_dir}"),
+                          args.model_workers)
         _write_plants(root, specs, seeding=any(s.seed_n for s in specs))
         _drive(args, root, endpoint, specs, result, deadline)
     from tvbod.bench.daemon_report import format_table, goal_lines

@@ -22,9 +22,9 @@ from pathlib import Path
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def write_daemon_file(root: Path, endpoint: str) -> Path:
+def write_daemon_file(root: Path, endpoint: str, model_workers: str = "thread") -> Path:
     """`root/tvbod.yaml`: the given endpoint, state and runtime under `root`, plants in
-    `root/plants/*.yaml`."""
+    `root/plants/*.yaml`, model jobs run by `model_workers` (`thread` or `process`)."""
     (root / "plants").mkdir(parents=True, exist_ok=True)
     path = root / "tvbod.yaml"
     path.write_text(textwrap.dedent(f"""\
@@ -33,6 +33,7 @@ def write_daemon_file(root: Path, endpoint: str) -> Path:
         state_dir: ./state
         log_format: json
         plants: "plants/*.yaml"
+        model_worker_kind: {model_workers}
         """))
     return path
 

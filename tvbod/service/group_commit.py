@@ -21,14 +21,16 @@ class GroupCommit:
             self._sync_pool = ThreadPoolExecutor(_SYNC_THREADS, "tvbod-io")
         return self._sync_pool
 
-    def _checkpoint_due_plants(self) -> None:
-        """Checkpoint every plant whose journal is long enough, the file I/O concurrently.
+    def _checkpoint_due_plants(self, plants=None) -> None:
+        """Checkpoint every plant (of `plants`; default all) whose journal is long enough and
+        whose model job is not running, the file I/O concurrently.
 
-        Runs after the batch's replies went out; state snapshots are taken on this thread, and
-        each worker touches only its own plant's files.
+        Runs after the batch's replies went out, and for plants whose job was just collected
+        (`Server._collect`, before their held requests are answered); state snapshots are taken
+        on this thread, and each worker touches only its own plant's files.
         """
-        due = [(p, p.state()) for p in self.plants.values()
-               if p.checkpoint_due and not self._workers.busy(p.name)]
+        plants = self.plants.values() if plants is None else plants
+        due = [(p, p.state()) for p in plants if p.checkpoint_due and not self._workers.busy(p.name)]
         if not due:
             return
 

@@ -30,6 +30,7 @@ from tvbod.service.readouts import LatencyWindow, PlantReadouts
 from tvbod.service.recovery import PlantRecovery, RestoreError
 from tvbod.service.store import PlantStore, StorageError
 from tvbod.service.transition import Applied, PlantTransitions, bounded_add
+from tvbod.service.workers import prepare_strategy
 
 __all__ = ["Applied", "LatencyWindow", "PlantRuntime", "RestoreError", "observation_point"]
 
@@ -244,10 +245,14 @@ class PlantRuntime(PlantTransitions, PlantRecovery, PlantReadouts, MeasurementCh
         deferred refit (`settle`), with `propose` the next proposal, and the recommendation;
         returns the `best` cache entry. Deterministic, so it changes no outcome, only when the
         work is done: a proposal is a pure function of the state and the step's seed."""
-        self.strategy.settle()
-        if propose:
-            self.strategy.ask()
-        return self._best_entry()
+        return self._best_entry(prepare_strategy(self.strategy, propose))
+
+    def adopt(self, strategy: Strategy, rec) -> tuple[tuple, dict | None]:
+        """A process worker's job, back on the loop thread: `strategy` is this plant's strategy
+        after `prepare_strategy` ran on a copy of it (pickled there and back, bit for bit), `rec`
+        the recommendation it computed; returns the `best` cache entry as `prepare` does."""
+        self.strategy = strategy
+        return self._best_entry(rec)
 
     def prepared(self, outcome) -> None:
         """A job's result, back on the loop thread: the `best` cache, `slow_proposal`, errors."""

@@ -52,9 +52,10 @@ class PlantReadouts:
     def _best_key(self) -> tuple:
         return (self.strategy.t, self.strategy.dataset_size, self.config.fingerprint)
 
-    def _best_entry(self) -> tuple[tuple, dict | None]:
-        """`(key, fields)` of the recommendation now (tvbod/core/recommend.py)."""
-        rec = recommend(self.strategy)
+    def _best_entry(self, rec=False) -> tuple[tuple, dict | None]:
+        """`(key, fields)` of the recommendation now (tvbod/core/recommend.py), or of `rec`, one
+        a model job computed from this strategy (a process worker's, `workers.prepare_strategy`)."""
+        rec = recommend(self.strategy) if rec is False else rec
         fields = None if rec is None else {
             "gains": self.config.gains(rec.x), "mean": rec.mean, "std": rec.std,
             "measured_at": rec.measured_at}

@@ -103,14 +103,20 @@ class RequestHandling:
     def _park(self, env, peer: bytes, req) -> bool:
         """Hold a request that must read a plant whose job runs (or behind one already held,
         keeping each plant's arrival order); True if held. An `ask` whose proposal is not
-        computed starts the job that computes it, and waits. A `status` of all plants waits only
-        for the plants busy when it arrived (the others report their newest state)."""
+        computed starts the job that computes it, and waits. A resend of a held request (same id
+        and type: a client retrying on silence) takes the held one's place, so retries during a
+        long job never fill the plant's queue. A `status` of all plants waits only for the plants
+        busy when it arrived (the others report their newest state)."""
         name = getattr(req, "plant", None)
         if name is not None and name in self.plants:
-            if req.type == "ask" and not self._parked.get(name):
-                self._workers.start(self.plants[name])  # no proposal yet: a worker computes it
+            if not self._parked.get(name):
+                self._proposal_first(name, req)
             if self._workers.busy(name) or self._parked.get(name):
                 held = self._parked.setdefault(name, deque())
+                for i, (_env, _peer, other) in enumerate(held):
+                    if other.request_id == req.request_id and other.type == req.type:
+                        held[i] = (env, peer, req)  # a resend (a retrying client's new socket):
+                        return True  # answered once, to the newest sender, in the first's place
                 if len(held) >= _PARKED_PER_PLANT:
                     raise ProtocolError(ErrorCode.OVERLOADED,
                                         f"plant {name!r} is preparing its next step and "
@@ -125,14 +131,19 @@ class RequestHandling:
                 return True
         return False
 
+    def _proposal_first(self, name: str, req) -> bool:
+        """Whether `req` is an ask whose plant has no proposal computed: then the job that
+        computes it is started (off the loop), and the ask must wait for it."""
+        return req.type == "ask" and self._workers.start(self.plants[name])
+
     def _resume(self, finished: list[str]) -> list[list[bytes]]:
         """Answer what the plants in `finished` held, in order, until one is busy again."""
         replies = []
         for name in finished:
             held = self._parked.get(name)
             while held and not self._workers.busy(name):
-                if held[0][2].type == "ask" and self._workers.start(self.plants[name]):
-                    break  # its proposal is computed first, off the loop; the ask waits for it
+                if self._proposal_first(name, held[0][2]):
+                    break  # the ask waits for the job that computes its proposal
                 frames = self._answer(*held.popleft())
                 if frames is not None:
                     replies.append(frames)

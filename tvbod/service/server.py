@@ -35,7 +35,7 @@ from tvbod.service.live_reload import LiveReload
 from tvbod.service.requests import ClientErrorLimiter, RequestHandling
 from tvbod.service.sdnotify import Notifier, status_line
 from tvbod.service.store import PlantStore
-from tvbod.service.workers import ModelWorkers
+from tvbod.service.workers import ModelWorkers, ProcessModelWorkers
 
 __all__ = ["DaemonLockedError", "Server", "probe_endpoint"]
 
@@ -43,10 +43,10 @@ __all__ = ["DaemonLockedError", "Server", "probe_endpoint"]
 _BATCH = 256
 #: Idle poll timeout: how often timeouts are checked when nothing happens.
 _IDLE_POLL_MS = 100
-#: Threads preparing plants' next steps (workers.py). Two, so that one plant's long refit never
-#: holds every other plant's proposal up; more would only add GIL contention with the loop (the
-#: polish and the refit are mostly Python; docs/benchmarks.md, open-loop load).
-_MODEL_THREADS = 2
+#: The daemon file's `model_worker_kind` (workers.py). Its default `model_workers: 2`: two, so
+#: that one plant's long refit never holds every other plant's proposal up; more threads would
+#: only add GIL contention with the loop (docs/benchmarks.md, open-loop load).
+_WORKERS = {"thread": ModelWorkers, "process": ProcessModelWorkers}
 #: How long a thread may hold the GIL while another waits (CPython's default is 5 ms): short,
 #: so a worker's Python code cannot delay the loop's replies by more than this per hand-over.
 _SWITCH_INTERVAL_S = 0.0005
@@ -83,7 +83,7 @@ class Server(RequestHandling, LiveReload, GroupCommit):
         self._wake_w.setblocking(False)
         self._errors = ClientErrorLimiter()
         self._writer, self._fault_check, hold = from_environment()
-        self._workers = ModelWorkers(_MODEL_THREADS, self._wake_w, hold)
+        self._workers = _WORKERS[config.model_worker_kind](config.model_workers, self._wake_w, hold)
         #: requests held while their plant's job runs, per plant / `status` of all plants
         self._parked: dict[str, deque] = {}
         self._parked_status: list[tuple] = []
@@ -202,14 +202,19 @@ class Server(RequestHandling, LiveReload, GroupCommit):
             self._checkpoint_due_plants()
 
     def _collect(self, finished) -> list[list[bytes]]:
-        """Hand finished jobs to their plants; the replies to the requests they held."""
-        names = []
+        """Hand finished jobs to their plants; the replies to the requests they held.
+
+        A plant whose checkpoint fell due while its job ran is checkpointed here, before any of
+        its held requests is answered: so a reply to a plant's request that follows a tell comes
+        after that tell's due checkpoint, as when the model work ran on the loop."""
+        collected = []
         for name, outcome in finished:
             plant = self.plants.get(name)
             if plant is not None:
                 plant.prepared(outcome)
-                names.append(name)
-        return self._resume(names) if names or self._parked_status else []
+                collected.append(plant)
+        self._checkpoint_due_plants(collected)
+        return self._resume([p.name for p in collected]) if collected or self._parked_status else []
 
     def _start_jobs(self) -> None:
         """Prepare every plant whose next step is not computed (at start, after a reload)."""

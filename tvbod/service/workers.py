@@ -1,4 +1,4 @@
-"""Model work off the reply path: each plant's next step prepared on a worker thread.
+"""Model work off the reply path: each plant's next step prepared on a worker thread or process.
 
 A tell is answered once its record is journaled and the trigger has decided. What only shapes
 the next step (the MAP refit and exploration update a tell defers, `Strategy.settle`, the next
@@ -10,18 +10,45 @@ requests for the plant are parked (`Server`) and answered, in arrival order, whe
 collected. The job computes exactly what the next `ask` would have computed on the loop thread,
 from the same state, so no result depends on timing: replay stays bit-exact, and a SIGKILL
 during a job loses nothing (the job's output is recomputed from the journal after a restart).
+
+Two kinds of workers (the daemon file's `model_workers` and `model_worker_kind`):
+- `thread` (`ModelWorkers`): the job runs on the plant's own strategy in a thread. Cheap to hand
+  over, but the job's Python code (the polish's L-BFGS-B iterations, the refit's bookkeeping)
+  takes the GIL from the loop thread, so under load every reply waits behind model work.
+- `process` (`ProcessModelWorkers`): the strategy is pickled to a worker process, prepared there
+  and pickled back (~0.8 MB and ~0.7 ms of the loop's time at n = 300), and the loop adopts the
+  copy; model work then never holds the loop's GIL. Pickling is exact (protocol 4: every array
+  bit for bit), so both kinds compute the same numbers. Each worker process costs its own
+  interpreter's memory (docs/benchmarks.md, *Model workers*).
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import pickle
 import queue
 import socket
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["Prepared", "ModelWorkers"]
+from tvbod.core.recommend import recommend
+
+__all__ = ["Prepared", "ModelWorkers", "ProcessModelWorkers", "prepare_strategy"]
+#: Pickle protocol of the strategy's round trip: 4 copies every array into its own buffer (5
+#: without out-of-band buffers would too; 4 says so without reading numpy's reducer).
+_PICKLE_PROTOCOL = 4
+
+
+def prepare_strategy(strategy: Any, propose: bool):
+    """The model job itself: the deferred refit (`settle`), with `propose` the next proposal, and
+    the recommendation `best` reads (tvbod/core/recommend.py), returned."""
+    strategy.settle()
+    if propose:
+        strategy.ask()
+    return recommend(strategy)
 
 
 @dataclass(frozen=True)
@@ -81,10 +108,17 @@ class ModelWorkers:
             return False
         if light_model(plant.strategy):
             return False  # the next ask computes it on the loop thread
-        future = self._pool.submit(self._run, plant, propose)
+        future = self._submit(plant, propose)
         self._running[plant.name] = future
         future.add_done_callback(lambda _f, name=plant.name: self._finished(name))
         return True
+
+    def _submit(self, plant: Any, propose: bool) -> Future:
+        return self._pool.submit(self._run, plant, propose)
+
+    def _outcome(self, name: str, future: Future) -> Prepared:
+        """The finished job's `Prepared`, on the loop thread."""
+        return future.result()
 
     def _run(self, plant: Any, propose: bool) -> Prepared:
         if self._hold is not None:
@@ -115,16 +149,81 @@ class ModelWorkers:
                 return out
             future = self._running.pop(name, None)
             if future is not None:
-                out.append((name, future.result()))
+                out.append((name, self._outcome(name, future)))
 
     def wait_all(self) -> list[tuple[str, Prepared]]:
         """Block until every running job finished; their results (reload, shutdown)."""
         out = []
         while self._running:
             for future in list(self._running.values()):
-                future.result()
+                future.exception()  # waits; the outcome (or error) is read by `collect`
             out.extend(self.collect())
         return out
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True)
+
+
+#: A process worker's fault hold (tvbod/service/faults.py), read from its environment at start.
+_PROCESS_HOLD: Callable[[str], None] | None = None
+
+
+def _start_process_worker() -> None:
+    global _PROCESS_HOLD
+    from tvbod.service.faults import from_environment
+
+    _PROCESS_HOLD = from_environment()[2]
+
+
+def _process_job(name: str, blob: bytes, propose: bool) -> tuple[bytes, Any, float]:
+    """In a worker process: `prepare_strategy` on the pickled strategy; it, pickled back, the
+    recommendation and the compute time."""
+    if _PROCESS_HOLD is not None:
+        _PROCESS_HOLD(name)
+    start = time.perf_counter()
+    strategy = pickle.loads(blob)
+    rec = prepare_strategy(strategy, propose)
+    return pickle.dumps(strategy, _PICKLE_PROTOCOL), rec, time.perf_counter() - start
+
+
+class ProcessModelWorkers(ModelWorkers):
+    """`ModelWorkers` whose jobs run in worker processes (spawned: the daemon has threads) on a
+    pickled copy of the plant's strategy, which the loop adopts when it collects the job.
+
+    A worker process that dies (killed, out of memory) fails its jobs, not the daemon: the
+    plants keep their own strategy, unchanged, the pool is replaced, and the next request that
+    needs the work starts it again (`Prepared.error` reports the loss as an internal_error)."""
+
+    def __init__(self, processes: int, wake: socket.socket,
+                 hold: Callable[[str], None] | None = None) -> None:
+        super().__init__(1, wake, None)  # the thread pool stays unused; `hold` is read per process
+        self._processes = max(1, processes)
+        self._pool = self._new_pool()
+        self._plants: dict[str, Any] = {}
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(self._processes, multiprocessing.get_context("spawn"),
+                                   initializer=_start_process_worker)
+
+    def _submit(self, plant: Any, propose: bool) -> Future:
+        blob = pickle.dumps(plant.strategy, _PICKLE_PROTOCOL)
+        try:
+            future = self._pool.submit(_process_job, plant.name, blob, propose)
+        except BrokenProcessPool:
+            self._pool = self._new_pool()
+            future = self._pool.submit(_process_job, plant.name, blob, propose)
+        self._plants[plant.name] = (plant, plant.strategy.t, self._pool)
+        return future
+
+    def _outcome(self, name: str, future: Future) -> Prepared:
+        plant, t, pool = self._plants.pop(name)
+        try:
+            blob, rec, seconds = future.result()
+        except BrokenProcessPool as exc:
+            if pool is self._pool:  # the first of its failed jobs replaces the pool
+                pool.shutdown(wait=False)
+                self._pool = self._new_pool()
+            return Prepared(t, 0.0, error=exc)
+        except Exception as exc:  # noqa: BLE001 - reported by the loop as an internal_error
+            return Prepared(t, 0.0, error=exc)
+        return Prepared(t, seconds, best=plant.adopt(pickle.loads(blob), rec))

@@ -34,13 +34,16 @@ DAEMON_LIMITS = {
     "ask_time_budget_ms": (1, 60_000),
     "events_segment_bytes": (4096, 2**40),
     "events_keep_segments": (0, 1_000_000),
+    "model_workers": (1, 64),
 }
 LOG_LEVELS = ("debug", "info", "warning", "error")
+#: `model_worker_kind`: where plants' model jobs run (tvbod/service/workers.py).
+WORKER_KINDS = ("thread", "process")
 #: `metrics:` defaults: the Prometheus endpoint listens on loopback unless told otherwise.
 METRICS_DEFAULT_ADDRESS = "127.0.0.1"
 _DAEMON_KEYS = {
     "endpoints", "runtime_dir", "state_dir", "log_format", "log_level", "plants", "security",
-    "metrics", *DAEMON_LIMITS,
+    "metrics", "model_worker_kind", *DAEMON_LIMITS,
 }
 
 
@@ -61,6 +64,9 @@ class DaemonConfig:
     ask_time_budget_ms: int = 200
     events_segment_bytes: int = 64 * 1024 * 1024
     events_keep_segments: int = 16
+    #: Workers preparing plants' next steps (tvbod/service/workers.py), and their kind.
+    model_workers: int = 2
+    model_worker_kind: str = "thread"
     log_level: str = "info"
     #: `metrics:` (address, port) of the Prometheus endpoint; None: no endpoint.
     metrics: tuple[str, int] | None = None
@@ -103,6 +109,8 @@ def load_daemon_config(path: Path | str | None = None, env: Mapping[str, str] = 
         if log_format == "auto" and isatty is not None:
             log_format = "console" if isatty else "json"
         log_level = _choice(m.get("log_level", _DEFAULTS.log_level), "log_level", LOG_LEVELS)
+        worker_kind = _choice(m.get("model_worker_kind", _DEFAULTS.model_worker_kind),
+                              "model_worker_kind", WORKER_KINDS)
         metrics = _metrics(m["metrics"]) if "metrics" in m else None
         limits = {k: _integer(m.get(k, getattr(_DEFAULTS, k)), k, lo, hi)
                   for k, (lo, hi) in DAEMON_LIMITS.items()}
@@ -114,7 +122,8 @@ def load_daemon_config(path: Path | str | None = None, env: Mapping[str, str] = 
     return DaemonConfig(path=path.resolve(), endpoints=bound, runtime_dir=runtime_dir,
                         state_dir=state_dir, log_format=log_format, plants=_load_plants(files),
                         curve=curve, log_level=log_level, metrics=metrics,
-                        state_dir_configured="state_dir" in m, **limits)
+                        state_dir_configured="state_dir" in m, model_worker_kind=worker_kind,
+                        **limits)
 
 
 def _metrics(value) -> tuple[str, int]:
