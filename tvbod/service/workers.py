@@ -169,8 +169,14 @@ _PROCESS_HOLD: Callable[[str], None] | None = None
 
 
 def _start_process_worker() -> None:
+    """A worker process's start: Ctrl-C in a terminal reaches the whole process group, but
+    stopping is the daemon's decision (it ends the pool), so the worker ignores SIGINT."""
     global _PROCESS_HOLD
+    import signal
+
     from tvbod.service.faults import from_environment
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     _PROCESS_HOLD = from_environment()[2]
 
