@@ -12,7 +12,7 @@ import json
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import KW_ONLY, asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
@@ -53,20 +53,22 @@ class StepRecord:
     info: dict[str, Any]
 
 
+@dataclass(eq=False)
 class Runner:
-    """Drives one plant against the daemon until the daemon's step counter passes `horizon`."""
+    """Drives one plant against the daemon until the daemon's step counter passes `horizon`.
 
-    def __init__(self, client: DaemonClient, plant: Plant, horizon: int, *,
-                 record_path: Path | None = None, out: TextIO = sys.stdout,
-                 speed_delay_s: float = 0.0) -> None:
-        self.client = client
-        self.plant = plant
-        self.horizon = horizon
-        self.record_path = record_path
-        self.out = out
-        self.delay = speed_delay_s
-        self.stop_requested = False
-        self.records: list[StepRecord] = []
+    `record_path`: the JSON-lines record file (None: none); `out`: where progress goes;
+    `speed_delay_s`: a pause after each step (a demo's pace)."""
+
+    client: DaemonClient
+    plant: Plant
+    horizon: int
+    _: KW_ONLY
+    record_path: Path | None = None
+    out: TextIO = sys.stdout
+    speed_delay_s: float = 0.0
+    stop_requested: bool = field(default=False, init=False)
+    records: list[StepRecord] = field(default_factory=list, init=False)
 
     def install_signal_handlers(self) -> None:
         def stop(signum, frame):  # noqa: ARG001
@@ -108,8 +110,8 @@ class Runner:
         self.records.append(record)
         self._write(record)
         self._progress(record)
-        if self.delay > 0:
-            time.sleep(self.delay)
+        if self.speed_delay_s > 0:
+            time.sleep(self.speed_delay_s)
         return t
 
     def _write(self, record: StepRecord) -> None:

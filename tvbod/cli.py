@@ -27,20 +27,23 @@ COMMANDS = {
     "keygen": ("tvbod.service.keygen", "create a CURVE key pair"),
     "demo": ("tvbod.demo", "the daemon with both demo plants, end to end (make demo)"),
 }
-#: bench name -> (module, help)
-BENCHES = {
-    "within-model": ("tvbod.bench.within_model", "the paper's synthetic within-model experiment"),
-    "latency": ("tvbod.bench.latency", "ask/tell latency of the core"),
-    "daemon": ("tvbod.bench.daemon", "round-trip latency and throughput through the daemon"),
-    "events": ("tvbod.bench.events", "plant events per second through the event path"),
-    "startup": ("tvbod.bench.startup", "time from `tvbod run` to READY, and import times"),
-    "cartpole": ("tvbod.bench.cartpole", "policy search on the cart-pole with a friction jump"),
-    "temperature": ("tvbod.bench.temperature", "replayed Intel Lab temperature sensors"),
-    "adaptive": ("tvbod.bench.adaptive", "adaptive kappa/lambda vs fixed kappa, EI, random search"),
-    "agpucb": ("tvbod.bench.agpucb", "A-GP-UCB's 1-D experiments with unknown hyperparameters"),
-    "stopping-time": ("tvbod.bench.stopping_time", "Monte Carlo study of the trigger's stopping "
-                      "time (the paper's 30,000 runs per eps)"),
+#: bench name -> help; the bench's module is `tvbod.bench.<name, with "_" for "-">`
+_BENCH_HELP = {
+    "within-model": "the paper's synthetic within-model experiment",
+    "latency": "ask/tell latency of the core",
+    "daemon": "round-trip latency and throughput through the daemon",
+    "events": "plant events per second through the event path",
+    "startup": "time from `tvbod run` to READY, and import times",
+    "cartpole": "policy search on the cart-pole with a friction jump",
+    "temperature": "replayed Intel Lab temperature sensors",
+    "adaptive": "adaptive kappa/lambda vs fixed kappa, EI, random search",
+    "agpucb": "A-GP-UCB's 1-D experiments with unknown hyperparameters",
+    "stopping-time": "Monte Carlo study of the trigger's stopping time (the paper's 30,000 runs "
+                     "per eps)",
 }
+#: bench name -> (module, help), as COMMANDS
+BENCHES = {name: ("tvbod.bench." + name.replace("-", "_"), help_)
+           for name, help_ in _BENCH_HELP.items()}
 
 
 def _available(table: dict) -> dict:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import math
 import sys
 import time
@@ -57,6 +56,10 @@ SCALING_POINTS, SCALING_SEED = 1024, 0
 FEW_STEPS, DETECTED_SHARE = 5, 0.8
 #: A ramp reaches the jump's friction this many steps after it starts.
 RAMP_STEPS = 50
+#: The optimizer's effort (`--refit-every`, `--map-restarts`, `--map-maxiter`, `--candidates`):
+#: a MAP refit every step with no restarts (prior draws) and up to 50 L-BFGS-B iterations; 1024
+#: Sobol candidates per ask.
+REFIT_EVERY, MAP_RESTARTS, MAP_MAXITER, CANDIDATES = 1, 0, 50, 1024
 
 
 @dataclass(frozen=True)
@@ -69,10 +72,10 @@ class Config:
     offset: float = 0.0
     scale: float = 1.0
     units: float = 1.0  # every measured cost is multiplied by this (the scale sweep)
-    refit_every: int = 1
-    map_restarts: int = 0
-    map_maxiter: int = 50
-    candidates: int = 1024
+    refit_every: int = REFIT_EVERY
+    map_restarts: int = MAP_RESTARTS
+    map_maxiter: int = MAP_MAXITER
+    candidates: int = CANDIDATES
     starts: int = 5
     polish_maxiter: int = 50
 
@@ -225,11 +228,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="directory for results.json and the PNG plots")
     parser.add_argument("--algos", type=_parse_algos, default=None,
                         help="comma list of strategies to run (default all five)")
-    parser.add_argument("--refit-every", type=int, default=1,
-                        help="MAP lengthscale refit every k-th step (default 1)")
-    parser.add_argument("--map-maxiter", type=int, default=50, help="L-BFGS-B iterations per refit")
-    parser.add_argument("--map-restarts", type=int, default=0, help="prior draws per refit")
-    parser.add_argument("--candidates", type=int, default=1024, help="Sobol candidates per ask")
+    parser.add_argument("--refit-every", type=int, default=REFIT_EVERY,
+                        help=f"MAP lengthscale refit every k-th step (default {REFIT_EVERY})")
+    parser.add_argument("--map-maxiter", type=int, default=MAP_MAXITER,
+                        help="L-BFGS-B iterations per refit")
+    parser.add_argument("--map-restarts", type=int, default=MAP_RESTARTS,
+                        help="prior draws per refit")
+    parser.add_argument("--candidates", type=int, default=CANDIDATES,
+                        help="Sobol candidates per ask")
     parser.add_argument("--offset", type=float, default=None,
                         help="override the measurement offset (diagnostics; default: the rule)")
     parser.add_argument("--scale", type=float, default=None,
@@ -244,13 +250,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _parse_algos(text: str) -> tuple[str, ...]:
-    names = tuple(s.strip() for s in text.split(",") if s.strip())
-    valid = [a.strategy for a in algorithms()] + [wdbo.STRATEGY]
-    bad = [n for n in names if n not in valid]
-    if bad or not names:
-        raise argparse.ArgumentTypeError(f"unknown strategy {bad or text!r}; choose from "
-                                         f"{', '.join(valid)}")
-    return names
+    return sweep.comma_list(text, [a.strategy for a in algorithms()] + [wdbo.STRATEGY], "strategy")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -273,15 +273,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(f"measurement scaling: offset {cfg.offset:.4f}, scale {cfg.scale:.4f} (nominal cost "
           f"range {scaling['cost_min']:.3f}..{scaling['cost_max']:.3f})", file=sys.stderr)
-    done = pr.sweep_rows(run_task, algos, args, cfg, "cartpole")
+    done = pr.sweep_rows(run_task, algos, args, cfg, "cartpole", _row_extras)
     if done is None:
         return 1
-    results, outcome, summary = done
-    wall = outcome.wall_s
-    for a in summary:
-        per = [r for r in results if r["label"] == a["label"]]
-        a["outside_prior_mean"] = float(np.mean([r["outside_prior"] for r in per]))
-        a["lengthscales_final"] = [r["lengthscales"] for r in sorted(per, key=lambda r: r["run"])]
+    outcome, summary = done
     et = next((a for a in summary if a["strategy"] == "et-gp-ucb"), None)
     detections = {a["label"]: pr.detection_stats(a["reset_times"], args.jump_at, FEW_STEPS)
                   for a in summary if a["strategy"] == "et-gp-ucb"}
@@ -297,20 +292,21 @@ def run(args: argparse.Namespace) -> int:
     print("same plant realisation for every algorithm in every run:", pr.same_realisation(summary))
     print()
     print(pr.format_claims(checks))
-    print(f"\nwall time {wall:.1f} s on {outcome.engine} for {outcome.ran} new tasks")
-    args.out.mkdir(parents=True, exist_ok=True)
     doc = {"config": {"runs": args.runs, "seed": args.seed, "workers": args.workers,
                       **cfg.__dict__, "scaling": scaling, "noise_variance": NOISE_VARIANCE,
                       "beta": [BETA_C1, BETA_C2], "delta_b": DELTA_B,
                       "prior": [PRIOR_SHAPE, PRIOR_RATE], "jump_factor": JUMP_FACTOR,
                       "failure_sigmas": FAILURE_SIGMAS,
                       "wdbo": wdbo.note_versions() if wdbo.ALGO in algos else None},
-           "wall_time_s": round(wall, 2), "wins": pr.wins(summary), "algorithms": summary,
-           "detection": detection, "detections": detections,
+           "wall_time_s": round(outcome.wall_s, 2), "wins": pr.wins(summary),
+           "algorithms": summary, "detection": detection, "detections": detections,
            "same_realisation": pr.same_realisation(summary), "claims": checks}
-    (args.out / "results.json").write_text(json.dumps(doc, indent=1))
-    if not args.no_plots:
-        for path in pr.figures(summary, args.horizon, args.out, "cart-pole", args.jump_at):
-            print(f"wrote {path}", file=sys.stderr)
-    print(f"wrote {args.out / 'results.json'}", file=sys.stderr)
-    return 0
+    return sweep.finish(args, outcome, doc, lambda: pr.figures(summary, args.horizon, args.out,
+                                                                "cart-pole", args.jump_at))
+
+
+def _row_extras(runs: list[dict]) -> dict:
+    """A row's fields besides the common summary: the mean count per run of measurements outside
+    `[-3, 3]` on the GP's scale, and each run's final lengthscales."""
+    return {"outside_prior_mean": float(np.mean([r["outside_prior"] for r in runs])),
+            "lengthscales_final": [r["lengthscales"] for r in runs]}

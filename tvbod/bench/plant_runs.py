@@ -10,7 +10,7 @@ tables and the plots.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,10 +86,12 @@ def run_seed(seed: int, run: int) -> int:
     return int(np.random.SeedSequence([seed, run]).generate_state(1, np.uint32)[0])
 
 
-def sweep_rows(run_task, algos: Sequence[Algo], args, cfg, name: str):
+def sweep_rows(run_task, algos: Sequence[Algo], args, cfg, name: str,
+               row_extras: Callable[[list[dict]], dict]):
     """Every (run, row) task of a plant bench on the sweep executor, seeded by (seed, run) only
-    (every row sees the same plant realisation); `(results in task order, the sweep's outcome,
-    the rows' summary)`, or None if a task failed (the executor has reported it)."""
+    (every row sees the same plant realisation); `(the sweep's outcome, the rows' summary)`, each
+    row extended by `row_extras(its task results in run order)`, or None if a task failed (the
+    executor has reported it)."""
     from . import sweep
 
     tasks = [sweep.task(run_task, r, a, args.seed, cfg, seed=run_seed(args.seed, r),
@@ -98,7 +100,11 @@ def sweep_rows(run_task, algos: Sequence[Algo], args, cfg, name: str):
     if outcome.failures:
         return None
     results = outcome.ordered(tasks)
-    return results, outcome, summarize(algos, results, args.runs, args.horizon)
+    summary = summarize(algos, results, args.runs, args.horizon)
+    for a in summary:
+        a.update(row_extras(sorted((r for r in results if r["label"] == a["label"]),
+                                   key=lambda r: r["run"])))
+    return outcome, summary
 
 
 def cost_rank(algo: Algo) -> int:

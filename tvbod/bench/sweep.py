@@ -100,6 +100,31 @@ def add_arguments(parser: argparse.ArgumentParser, workers: int = 2) -> None:
                         help="discard <out>/runs.jsonl instead of resuming the tasks it records")
 
 
+def comma_list(text: str, valid: Sequence[str], noun: str) -> tuple[str, ...]:
+    """An option's comma list (`--algos gp-ucb,et-gp-ucb`): its distinct names, each one of
+    `valid`, or `argparse.ArgumentTypeError` naming the unknown ones (`noun`: what a name is)."""
+    names = tuple(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
+    bad = [n for n in names if n not in valid]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"unknown {noun} {bad or text!r}; choose from "
+                                         f"{', '.join(valid)}")
+    return names
+
+
+def finish(args: argparse.Namespace, outcome: Outcome, doc: dict,
+           figures: Callable[[], Sequence[Path]]) -> int:
+    """The end of a sweep bench: the wall-time line, `doc` as `<args.out>/results.json`, and
+    unless `--no-plots` the figures `figures()` writes (each path named on stderr); 0."""
+    print(f"\nwall time {outcome.wall_s:.1f} s on {outcome.engine} for {outcome.ran} new tasks")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps(doc, indent=1))
+    if not args.no_plots:
+        for path in figures():
+            print(f"wrote {path}", file=sys.stderr)
+    print(f"wrote {args.out / 'results.json'}", file=sys.stderr)
+    return 0
+
+
 # ---------------------------------------------------------------------- in a worker
 def _call(fn: Callable[..., dict], args: tuple) -> dict:
     """Run one task; never raises: `{"line": JSON text, "task_s", "cpu_s"}` (its wall and CPU

@@ -15,7 +15,6 @@ seed (the first, uniformly random proposal); runs differ by that seed. Regret
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from dataclasses import dataclass
@@ -140,15 +139,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     cfg = Config(args.horizon)
     algos = algorithms(args.oracle)
-    done = pr.sweep_rows(run_task, algos, args, cfg, "temperature")
+    done = pr.sweep_rows(run_task, algos, args, cfg, "temperature", _row_extras)
     if done is None:
         return 1
-    results, outcome, summary = done
-    wall = outcome.wall_s
-    for a in summary:
-        per = sorted((r for r in results if r["label"] == a["label"]), key=lambda r: r["run"])
-        a["first_arms"] = [r["first_arm"] for r in per]
-        a["arms"] = [r["arms"] for r in per]
+    outcome, summary = done
     facts = data_facts(args.horizon)
     checks = [pr.lowest_regret_check(summary, "temperature")]
     if args.oracle:
@@ -162,17 +156,16 @@ def run(args: argparse.Namespace) -> int:
     print("same data for every algorithm in every run:", pr.same_realisation(summary))
     print()
     print(pr.format_claims(checks))
-    print(f"\nwall time {wall:.1f} s on {outcome.engine} for {outcome.ran} new tasks")
-    args.out.mkdir(parents=True, exist_ok=True)
     doc = {"config": {"runs": args.runs, "seed": args.seed, "workers": args.workers,
                       "horizon": args.horizon, "noise_variance": NOISE_VARIANCE,
                       "beta": [BETA_C1, BETA_C2], "delta_b": DELTA_B},
-           "data": facts, "wall_time_s": round(wall, 2), "wins": pr.wins(summary),
+           "data": facts, "wall_time_s": round(outcome.wall_s, 2), "wins": pr.wins(summary),
            "algorithms": summary,
            "same_realisation": pr.same_realisation(summary), "claims": checks}
-    (args.out / "results.json").write_text(json.dumps(doc, indent=1))
-    if not args.no_plots:
-        for path in pr.figures(summary, args.horizon, args.out, "temperature"):
-            print(f"wrote {path}", file=sys.stderr)
-    print(f"wrote {args.out / 'results.json'}", file=sys.stderr)
-    return 0
+    return sweep.finish(args, outcome, doc,
+                        lambda: pr.figures(summary, args.horizon, args.out, "temperature"))
+
+
+def _row_extras(runs: list[dict]) -> dict:
+    """A row's fields besides the common summary: each run's first arm and its arms."""
+    return {"first_arms": [r["first_arm"] for r in runs], "arms": [r["arms"] for r in runs]}

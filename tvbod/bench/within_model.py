@@ -14,7 +14,6 @@ is one (eps, run) pair and runs every algorithm any selected case needs at that 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -24,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import sweep, wdbo
+from . import plant_runs as pr
+from . import plots, sweep, wdbo
 
 GRID = 50
 LENGTHSCALE = 0.2
@@ -360,11 +360,6 @@ def format_table(summary: list[dict], runs: int, horizon: int, grid: int = GRID)
     return "\n".join(lines)
 
 
-def format_claims(checks: list[dict]) -> str:
-    return "\n".join(f"[{'holds' if c['holds'] else 'does not hold'}] {c['name']}: {c['detail']}"
-                     for c in checks)
-
-
 # ---------------------------------------------------------------------- CLI
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=50, help="runs per case (default 50)")
@@ -383,12 +378,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _parse_cases(text: str) -> tuple[str, ...]:
-    groups = tuple(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
-    bad = [g for g in groups if g not in CASE_GROUPS]
-    if bad or not groups:
-        raise argparse.ArgumentTypeError(f"unknown case {bad or text!r}; choose from "
-                                         f"{', '.join(CASE_GROUPS)}")
-    return groups
+    return sweep.comma_list(text, CASE_GROUPS, "case")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -401,17 +391,14 @@ def run(args: argparse.Namespace) -> int:
     results, outcome = execute(cases, args)
     if outcome.failures:
         return 1
-    wall = outcome.wall_s
     summary = summarize(cases, results, args.horizon)
     checks = check_claims(summary, args.horizon, args.grid)
     print(format_table(summary, args.runs, args.horizon, args.grid))
     print()
-    print(format_claims(checks))
+    print(pr.format_claims(checks))
     if (args.runs, args.horizon, args.grid) != (50, PAPER_HORIZON, GRID):
         print("(the paper's setting is 50 runs, T = 400, a 50 x 50 grid: this smaller run is a "
               "smoke test, its claims check only indicative)")
-    print(f"\nwall time {wall:.1f} s on {outcome.engine} for {outcome.ran} new tasks")
-    args.out.mkdir(parents=True, exist_ok=True)
     doc = {"config": {"runs": args.runs, "horizon": args.horizon, "seed": args.seed,
                       "workers": args.workers, "grid": args.grid, "lengthscale": LENGTHSCALE,
                       "noise_variance": NOISE_VARIANCE, "beta": [BETA_C1, BETA_C2],
@@ -419,12 +406,6 @@ def run(args: argparse.Namespace) -> int:
                       "cases": list(args.cases),
                       "wdbo": wdbo.note_versions() if cases != build_cases(tuple(args.cases))
                       else None},
-           "wall_time_s": round(wall, 2), "cases": summary, "claims": checks}
-    (args.out / "results.json").write_text(json.dumps(doc, indent=1))
-    if not args.no_plots:
-        from . import plots
-
-        for path in plots.within_model_figures(summary, args.horizon, args.out):
-            print(f"wrote {path}", file=sys.stderr)
-    print(f"wrote {args.out / 'results.json'}", file=sys.stderr)
-    return 0
+           "wall_time_s": round(outcome.wall_s, 2), "cases": summary, "claims": checks}
+    return sweep.finish(args, outcome, doc,
+                        lambda: plots.within_model_figures(summary, args.horizon, args.out))

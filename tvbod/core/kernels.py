@@ -146,7 +146,24 @@ def empirical_covariance(samples, *, standardize: bool = False,
     return K if decimals is None else np.round(K, decimals)
 
 
-class ForgettingFactor:
+class _TemporalFactor:
+    """A temporal factor `k_T(t, t')` on steps: its formula is written once, in `_between` (on
+    broadcast arrays); `__call__` is the `(na, nb)` matrix, `diag` the values `k_T(t, t)`."""
+
+    def __call__(self, ta: np.ndarray, tb: np.ndarray) -> np.ndarray:
+        ta, tb = _steps(ta), _steps(tb)
+        return self._between(ta[:, None], tb[None, :])
+
+    def diag(self, t: np.ndarray) -> np.ndarray:
+        t = _steps(t)
+        return self._between(t, t)
+
+
+def _steps(t) -> np.ndarray:
+    return np.asarray(t, dtype=float).reshape(-1)
+
+
+class ForgettingFactor(_TemporalFactor):
     """TV-GP-UCB's temporal factor (Bogunovic et al. 2016): `k_T(t, t') = (1 - eps)^(|t - t'| / 2)`."""
 
     name = "forgetting"
@@ -156,16 +173,11 @@ class ForgettingFactor:
     def __init__(self, eps: float) -> None:
         self.eps = float(eps)
 
-    def __call__(self, ta: np.ndarray, tb: np.ndarray) -> np.ndarray:
-        ta = np.asarray(ta, dtype=float).reshape(-1)
-        tb = np.asarray(tb, dtype=float).reshape(-1)
-        return np.power(1.0 - self.eps, 0.5 * np.abs(ta[:, None] - tb[None, :]))
-
-    def diag(self, t: np.ndarray) -> np.ndarray:
-        return np.ones(np.asarray(t).reshape(-1).size)
+    def _between(self, ta: np.ndarray, tb: np.ndarray) -> np.ndarray:
+        return np.power(1.0 - self.eps, 0.5 * np.abs(ta - tb))
 
 
-class WienerDrift:
+class WienerDrift(_TemporalFactor):
     """UI-TVBO's temporal factor (Brunzema et al. 2022): `k_T(t, t') = 1 + sigma_w^2 min(t, t')`.
 
     For a query at a time later than every data point, `min(t, t_i) = t_i`: the cross-covariance
@@ -178,10 +190,5 @@ class WienerDrift:
     def __init__(self, sigma_w2: float) -> None:
         self.sigma_w2 = float(sigma_w2)
 
-    def __call__(self, ta: np.ndarray, tb: np.ndarray) -> np.ndarray:
-        ta = np.asarray(ta, dtype=float).reshape(-1)
-        tb = np.asarray(tb, dtype=float).reshape(-1)
-        return 1.0 + self.sigma_w2 * np.minimum(ta[:, None], tb[None, :])
-
-    def diag(self, t: np.ndarray) -> np.ndarray:
-        return 1.0 + self.sigma_w2 * np.asarray(t, dtype=float).reshape(-1)
+    def _between(self, ta: np.ndarray, tb: np.ndarray) -> np.ndarray:
+        return 1.0 + self.sigma_w2 * np.minimum(ta, tb)

@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar, Mapping
+from typing import Any, Literal, Mapping
 
 from tvbod.protocol.wire import (  # noqa: F401 - error_reply is re-exported here too
-    error_reply, ErrorCode, is_valid_request_id, MAX_MESSAGE_BYTES, MAX_REPLY_BYTES, PROTOCOL_VERSION, ProtocolError, _bad, _is_int, _unpack, _wire_type,
+    error_reply, ErrorCode, is_valid_request_id, MAX_MESSAGE_BYTES, MAX_REPLY_BYTES, PROTOCOL_VERSION, ProtocolError, _bad, _is_int, _Message, _unpack, _wire_type,
 )
 from tvbod.protocol.requests import REQUEST_TYPES
 
@@ -25,14 +25,17 @@ def ok_reply(request_id: str | int, reply_type: str, /, **fields: Any) -> dict[s
     return {"v": PROTOCOL_VERSION, "id": request_id, "ok": True, "type": reply_type, **fields}
 
 
+#: Reply type -> its class, in declaration order (each class enters itself, `_Message`).
+REPLY_TYPES: dict[str, type[_Reply]] = {}
+
+
 @dataclass(frozen=True)
-class _Reply:
+class _Reply(_Message):
     """A success reply, typed: the daemon builds one per request (with the request's id) and
     encodes it with `to_message`; clients may read a decoded map back with `parse_reply`.
     The wire map is `{v, id, ok: true, type, **fields in declaration order}`."""
 
-    type: ClassVar[str]
-    request_id: str | int
+    _registry = REPLY_TYPES
 
     def body(self) -> dict[str, Any]:
         """The type-specific fields, in wire order."""
@@ -49,32 +52,29 @@ class _Reply:
 
 
 @dataclass(frozen=True)
-class HelloReply(_Reply):
+class HelloReply(_Reply, type="hello"):
     """`hello`: the plant's parameters, sense, next step and pending proposal (or None)."""
 
-    type: ClassVar[str] = "hello"
     plant: str
     parameters: list[dict[str, Any]]
-    sense: str
+    sense: Literal["minimize", "maximize"]
     t: int
     pending: dict[str, Any] | None
 
 
 @dataclass(frozen=True)
-class AskReply(_Reply):
+class AskReply(_Reply, type="ask"):
     """`ask`: the proposal to run (the pending one again until it is told or abandoned)."""
 
-    type: ClassVar[str] = "ask"
     proposal_id: str
     gains: dict[str, Any]
     t: int
 
 
 @dataclass(frozen=True)
-class TellReply(_Reply):
+class TellReply(_Reply, type="tell"):
     """`tell`: what the trigger decided for the measurement (`duplicate`: a resend's answer)."""
 
-    type: ClassVar[str] = "tell"
     t: int
     reset: bool
     psi: float
@@ -86,21 +86,18 @@ class TellReply(_Reply):
 
 
 @dataclass(frozen=True)
-class ObserveReply(TellReply):
+class ObserveReply(TellReply, type="observe"):
     """`observe`: as a tell's reply."""
-
-    type: ClassVar[str] = "observe"
 
 
 @dataclass(frozen=True)
-class BestReply(_Reply):
+class BestReply(_Reply, type="best"):
     """`best`: the recommended gains now, their predicted measurement and std (None: no data)."""
 
-    type: ClassVar[str] = "best"
     plant: str
     t: int
     dataset_size: int
-    sense: str
+    sense: Literal["minimize", "maximize"]
     rule: str
     gains: dict[str, Any] | None = None
     mean: float | None = None
@@ -109,29 +106,22 @@ class BestReply(_Reply):
 
 
 @dataclass(frozen=True)
-class StatusReply(_Reply):
+class StatusReply(_Reply, type="status"):
     """`status`: one entry per plant and the daemon's own counters."""
 
-    type: ClassVar[str] = "status"
     plants: list[dict[str, Any]]
     daemon: dict[str, Any]
 
 
 @dataclass(frozen=True)
-class PingReply(_Reply):
+class PingReply(_Reply, type="ping"):
     """`ping`: liveness, with the daemon's clock."""
 
-    type: ClassVar[str] = "ping"
     pong: bool
     time: float
 
 
 Reply = HelloReply | AskReply | TellReply | ObserveReply | BestReply | StatusReply | PingReply
-
-
-REPLY_TYPES: dict[str, type[_Reply]] = {
-    c.type: c for c in (HelloReply, AskReply, TellReply, ObserveReply, BestReply, StatusReply,
-                        PingReply)}
 
 
 def parse_reply(msg: Mapping[str, Any]) -> Reply:

@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import Any
 
 from tvbod.protocol.wire import (
-    ErrorCode, is_valid_request_id, MAX_ITEMS, MAX_MESSAGE_BYTES, MAX_STR_BYTES, PROTOCOL_VERSION, ProtocolError, _bad, _check_metadata, _check_plant, _check_text, _ID_EXPECTED, _is_int, _unpack, _wire_type,
+    ErrorCode, is_valid_request_id, MAX_ITEMS, MAX_MESSAGE_BYTES, MAX_STR_BYTES, PROTOCOL_VERSION, ProtocolError, _bad, _check_metadata, _check_plant, _check_text, _ID_EXPECTED, _is_int, _Message, _unpack, _wire_type,
 )
+
+#: Request type -> its class, in declaration order (each class enters itself, `_Message`).
+REQUEST_TYPES: dict[str, type[_Request]] = {}
 
 
 @dataclass(frozen=True)
-class _Request:
+class _Request(_Message):
     """Fields every request has. Subclasses validate themselves in `__post_init__`."""
 
-    type: ClassVar[str]
-    request_id: str | int
+    _registry = REQUEST_TYPES
 
     def __post_init__(self) -> None:
         if not is_valid_request_id(self.request_id):
@@ -37,48 +39,48 @@ def request_message(request_type: str, request_id: str | int, /, **fields: Any) 
 
 
 @dataclass(frozen=True)
-class Hello(_Request):
+class _FromAdapter(_Request):
+    """A request an adapter sends for its `plant` (`hello`, `ask`, `tell`, `observe`): `plant` comes
+    first, and each declares `adapter` (optional, names the sender) among its optional fields."""
+
+    plant: str
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_plant(self.request_id, self.plant)
+        _check_text(self.request_id, "adapter", self.adapter, optional=True)
+
+
+@dataclass(frozen=True)
+class Hello(_FromAdapter, type="hello"):
     """`hello`: an adapter announces itself for `plant` and learns its parameters."""
 
-    type: ClassVar[str] = "hello"
-    plant: str
     adapter: str | None = None
     adapter_version: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_plant(self.request_id, self.plant)
-        _check_text(self.request_id, "adapter", self.adapter, optional=True)
         _check_text(self.request_id, "adapter_version", self.adapter_version, optional=True)
 
 
 @dataclass(frozen=True)
-class Ask(_Request):
+class Ask(_FromAdapter, type="ask"):
     """`ask`: request the next gains to try on `plant` (the pending proposal if there is one).
 
     `adapter` (optional) names the sender, as in `hello`: the daemon lets one adapter drive a
     plant at a time (`plant_claimed`)."""
 
-    type: ClassVar[str] = "ask"
-    plant: str
     adapter: str | None = None
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_plant(self.request_id, self.plant)
-        _check_text(self.request_id, "adapter", self.adapter, optional=True)
 
 
 @dataclass(frozen=True)
-class Tell(_Request):
+class Tell(_FromAdapter, type="tell"):
     """`tell`: the measured cost of proposal `proposal_id`, or `failed=True` if the run failed.
 
     `measurement` is a finite float unless `failed`; with `failed` it is kept only if finite (for
     the event log), otherwise None. `failed` and `metadata` accept None and mean their defaults.
     """
 
-    type: ClassVar[str] = "tell"
-    plant: str
     proposal_id: str
     measurement: float | None = None
     failed: bool = False
@@ -88,7 +90,6 @@ class Tell(_Request):
     def __post_init__(self) -> None:
         super().__post_init__()
         rid = self.request_id
-        _check_sender(self)
         _check_text(rid, "proposal_id", self.proposal_id, optional=False)
         failed = False if self.failed is None else self.failed
         if not isinstance(failed, bool):
@@ -108,12 +109,6 @@ class Tell(_Request):
         object.__setattr__(self, "measurement", number)
 
 
-def _check_sender(req) -> None:
-    """The `plant` and optional `adapter` fields of a measurement-carrying request."""
-    _check_plant(req.request_id, req.plant)
-    _check_text(req.request_id, "adapter", req.adapter, optional=True)
-
-
 def _check_measurement_metadata(req) -> None:
     """`metadata`: None means `{}`; then the map is checked (`_check_metadata`)."""
     object.__setattr__(req, "metadata", {} if req.metadata is None else req.metadata)
@@ -121,10 +116,9 @@ def _check_measurement_metadata(req) -> None:
 
 
 @dataclass(frozen=True)
-class Status(_Request):
+class Status(_Request, type="status"):
     """`status`: counters and latencies of one plant, or of all plants when `plant` is None."""
 
-    type: ClassVar[str] = "status"
     plant: str | None = None
 
     def __post_init__(self) -> None:
@@ -133,17 +127,14 @@ class Status(_Request):
 
 
 @dataclass(frozen=True)
-class Ping(_Request):
+class Ping(_Request, type="ping"):
     """`ping`: liveness check; the reply carries `pong` and the daemon's clock."""
-
-    type: ClassVar[str] = "ping"
 
 
 @dataclass(frozen=True)
-class Best(_Request):
+class Best(_Request, type="best"):
     """`best` (optional v1 addition): the gains the daemon recommends for `plant` now."""
 
-    type: ClassVar[str] = "best"
     plant: str
 
     def __post_init__(self) -> None:
@@ -152,12 +143,10 @@ class Best(_Request):
 
 
 @dataclass(frozen=True)
-class Observe(_Request):
+class Observe(_FromAdapter, type="observe"):
     """`observe` (optional v1 addition): a finite `measurement` taken elsewhere at `gains`
     (`{parameter name: number}`, every parameter of the plant), journaled like a tell."""
 
-    type: ClassVar[str] = "observe"
-    plant: str
     gains: dict[str, Any] = field(default_factory=dict)
     measurement: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -165,10 +154,8 @@ class Observe(_Request):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        rid = self.request_id
-        _check_sender(self)
         _check_measurement_metadata(self)
-        gains = self.gains
+        rid, gains = self.request_id, self.gains
         if not isinstance(gains, dict) or not gains:
             raise _bad(rid, "gains", "a non-empty map of parameter name to number", gains)
         for key, value in gains.items():
@@ -185,10 +172,6 @@ class Observe(_Request):
 
 
 Request = Hello | Ask | Tell | Status | Ping | Best | Observe
-
-
-REQUEST_TYPES: dict[str, type[_Request]] = {
-    c.type: c for c in (Hello, Ask, Tell, Status, Ping, Best, Observe)}
 
 
 def decode_request(payload: bytes, max_bytes: int = MAX_MESSAGE_BYTES) -> Request:

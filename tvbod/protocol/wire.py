@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 import re
-from typing import Any, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import msgpack
 
@@ -197,6 +197,23 @@ def split_envelope(frames: Sequence[bytes]) -> Envelope:
     if not payload:
         raise ProtocolError(ErrorCode.MALFORMED_FRAME, "the payload frame is empty")
     return Envelope(identity=identity, delimited=delimited, payload=payload)
+
+
+@dataclass(frozen=True)
+class _Message:
+    """What every request and success reply shares: the request id, and the wire `type` a message
+    class names in its header (`class Ping(_Request, type="ping")`), which also enters the class
+    in its family's registry (`REQUEST_TYPES`, `REPLY_TYPES`)."""
+
+    type: ClassVar[str]
+    _registry: ClassVar[dict[str, Any]]
+    request_id: str | int
+
+    def __init_subclass__(cls, /, type: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if type is not None:  # None: a family's base (`_Request`, `_Reply`), not a message
+            cls.type = type
+            cls._registry[type] = cls
 
 
 def _is_int(value: object) -> bool:

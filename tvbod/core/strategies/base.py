@@ -46,6 +46,7 @@ class Strategy(ABC):
 
     name: str
     _pending: np.ndarray | None = None  # the computed next proposal (internal coordinates)
+    _t: int  # the step of the next ask/tell (`t`)
 
     @property
     def proposal_ready(self) -> bool:
@@ -58,9 +59,9 @@ class Strategy(ABC):
         return True
 
     @property
-    @abstractmethod
     def t(self) -> int:
         """The global step of the next `ask`/`tell` (from 1)."""
+        return self._t
 
     @abstractmethod
     def ask(self) -> np.ndarray:

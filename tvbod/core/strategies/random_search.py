@@ -32,10 +32,6 @@ class RandomSearchStrategy(Strategy):
         self._best: float | None = None  # best measurement so far (measurement units)
 
     @property
-    def t(self) -> int:
-        return self._t
-
-    @property
     def best(self) -> float | None:
         return self._best
 

@@ -2,7 +2,8 @@
 exploration (`exploration.Model`) and acquisitions read of the posterior.
 
 `GPViews` is a mixin of `GPUCBStrategy` (it reads `gp`, `domain`, `output`, `spec`,
-`base_kernel`, `exploration` and the step counters, and calls `settle` before a posterior read).
+`base_kernel`, `exploration` and the step counters, and calls `settle` before a posterior read;
+the step `t` itself is `Strategy.t`).
 """
 
 from __future__ import annotations
@@ -21,10 +22,6 @@ class GPViews:
     """Counters, predictions, the dataset, and the exploration's view of the posterior."""
 
     # ------------------------------------------------------------------ read-only views
-    @property
-    def t(self) -> int:
-        return self._t
-
     @property
     def t_prime(self) -> int:
         """`t'` for the next tell: steps since the last reset (`t` before the first one)."""
