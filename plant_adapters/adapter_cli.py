@@ -87,6 +87,20 @@ def client_for(cfg: dict[str, Any], args: argparse.Namespace, adapter: str) -> D
                         curve=curve_keys(cfg), on_silence=silence)
 
 
+def run_session(client: DaemonClient, plant, steps: int, args: argparse.Namespace, name: str,
+                **runner_options) -> int:
+    """The adapter's session: `steps` ask/run/tell steps of `plant` (`plant_adapters.runner`),
+    stopped cleanly by SIGTERM/SIGINT, then (`--finish-with-best`) the daemon's recommendation."""
+    from plant_adapters.runner import Runner
+
+    runner = Runner(client, plant, steps, record_path=args.out, **runner_options)
+    runner.install_signal_handlers()
+    runner.run()
+    if args.finish_with_best:
+        finish_with_best(client, name)
+    return 0
+
+
 def finish_with_best(client: DaemonClient, name: str) -> None:
     """Print the daemon's recommendation (`best`) for the plant, as the adapter's last line."""
     reply = client.best()

@@ -12,10 +12,10 @@ import sys
 
 import numpy as np
 
-from plant_adapters.adapter_cli import (base_parser, client_for, finish_with_best, guarded,
+from plant_adapters.adapter_cli import (base_parser, client_for, guarded, run_session,
                                         settings)
 from plant_adapters.cartpole.dynamics import CartPoleParams, CartPolePlant, FrictionProfile
-from plant_adapters.runner import Outcome, Runner
+from plant_adapters.runner import Outcome
 
 GAIN_ORDER = ("k_x", "k_xd", "k_phi", "k_phid")
 DEFAULTS = {
@@ -68,12 +68,8 @@ def _main(argv: list[str] | None) -> int:
                           make_profile(cfg["friction"]), seed=int(cfg["seed"]),
                           max_cost=float(cfg["max_cost"]))
     with client_for(cfg, args, "cartpole-adapter") as client:
-        runner = Runner(client, CartPoleAdapterPlant(plant), int(cfg["steps"]), record_path=args.out)
-        runner.install_signal_handlers()
-        runner.run()
-        if args.finish_with_best:
-            finish_with_best(client, cfg["plant"])
-    return 0
+        return run_session(client, CartPoleAdapterPlant(plant), int(cfg["steps"]), args,
+                           cfg["plant"])
 
 
 if __name__ == "__main__":

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from plant_adapters.adapter_cli import (base_parser, client_for, finish_with_best, guarded,
+from plant_adapters.adapter_cli import (base_parser, client_for, guarded, run_session,
                                         settings)
-from plant_adapters.runner import Outcome, Runner
+from plant_adapters.runner import Outcome
 from plant_adapters.temperature.source import (
     DATA_DIR, TemperatureStream, load_split, read_raw, resample, split_days, standardize,
 )
@@ -81,12 +81,7 @@ def _main(argv: list[str] | None) -> int:
         if arms is not None and arms != stream.arms:
             raise SystemExit(f"the daemon's plant has {arms} arms, the data {stream.arms} sensors")
         plant = TemperaturePlant(stream, hello["parameters"][0]["name"])
-        runner = Runner(client, plant, steps, record_path=args.out, speed_delay_s=delay)
-        runner.install_signal_handlers()
-        runner.run()
-        if args.finish_with_best:
-            finish_with_best(client, cfg["plant"])
-    return 0
+        return run_session(client, plant, steps, args, cfg["plant"], speed_delay_s=delay)
 
 
 if __name__ == "__main__":
