@@ -32,6 +32,7 @@ BENCHES = {
     "within-model": ("tvbod.bench.within_model", "the paper's synthetic within-model experiment"),
     "latency": ("tvbod.bench.latency", "ask/tell latency of the core"),
     "daemon": ("tvbod.bench.daemon", "round-trip latency and throughput through the daemon"),
+    "memory": ("tvbod.bench.memory", "daemon memory with many plants, and where it goes"),
     "events": ("tvbod.bench.events", "plant events per second through the event path"),
     "startup": ("tvbod.bench.startup", "time from `tvbod run` to READY, and import times"),
     "cartpole": ("tvbod.bench.cartpole", "policy search on the cart-pole with a friction jump"),
