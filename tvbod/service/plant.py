@@ -29,7 +29,7 @@ from tvbod.service.measurement_checks import MeasurementChecks, observation_poin
 from tvbod.service.readouts import LatencyWindow, PlantReadouts
 from tvbod.service.recovery import PlantRecovery, RestoreError
 from tvbod.service.store import PlantStore, StorageError
-from tvbod.service.transition import Applied, PlantTransitions, bounded_add
+from tvbod.service.transition import Applied, PlantTransitions, bounded_add, unpack_reply
 
 __all__ = ["Applied", "LatencyWindow", "PlantRuntime", "RestoreError", "observation_point"]
 
@@ -68,8 +68,9 @@ class PlantRuntime(PlantTransitions, PlantRecovery, PlantReadouts, MeasurementCh
         self.proposal_deadline: float | None = None  # monotonic
         self.issued_at_t = 0  # proposal ids issued for the current step
         self.told: OrderedDict[str, int] = OrderedDict()
-        #: proposal id -> (request digest, reply) of recent tells, for retries the cache forgot
-        self.told_replies: OrderedDict[str, tuple[str, dict]] = OrderedDict()
+        #: proposal id -> (request digest, reply packed by `pack_reply`) of recent tells, for
+        #: retries the cache forgot
+        self.told_replies: OrderedDict[str, tuple[str, tuple | dict]] = OrderedDict()
         self.abandoned: OrderedDict[str, int] = OrderedDict()
         self.cache: OrderedDict[str, tuple[str, dict]] = OrderedDict()
         self.tells = 0
@@ -151,7 +152,8 @@ class PlantRuntime(PlantTransitions, PlantRecovery, PlantReadouts, MeasurementCh
             earlier = self.told_replies.get(pid)
             if earlier is not None and earlier[0] == _digest(req):
                 # A resend whose reply left the request cache: the journal knows its outcome.
-                return TellReply.from_body(req.request_id, earlier[1], duplicate=True)
+                return TellReply.from_body(req.request_id, unpack_reply(earlier[1]),
+                                           duplicate=True)
             if pid in self.told:
                 raise ProtocolError(ErrorCode.DUPLICATE_TELL,
                                     f"proposal {pid!r} was already told (step {self.told[pid]})",

@@ -41,6 +41,23 @@ class Applied:
     problem: str | None = None
 
 
+#: The fields of a tell's or observation's reply, in the order `_apply_measurement` builds it.
+#: `told_replies` keeps up to RECENT_IDS replies per plant as tuples of these values (a dict per
+#: reply, with its own key strings once read back from a checkpoint, costs ~3x the memory).
+TELL_REPLY_FIELDS = ("t", "reset", "psi", "threshold", "dataset_size", "measurement", "failed")
+
+
+def pack_reply(reply: dict[str, Any]) -> tuple | dict[str, Any]:
+    """`reply` as a tuple of its values if it has exactly TELL_REPLY_FIELDS in that order (a
+    reply of another shape, e.g. from an older checkpoint, is kept as it is)."""
+    return tuple(reply.values()) if tuple(reply) == TELL_REPLY_FIELDS else reply
+
+
+def unpack_reply(packed: tuple | dict[str, Any]) -> dict[str, Any]:
+    """The reply dict `pack_reply` was given (equal, same key order)."""
+    return dict(zip(TELL_REPLY_FIELDS, packed)) if isinstance(packed, tuple) else packed
+
+
 def bounded_add(table: OrderedDict, key, value, limit: int) -> None:
     """Insert `key` as the newest entry, dropping the oldest beyond `limit`."""
     table[key] = value
@@ -101,7 +118,8 @@ class PlantTransitions:
                  "threshold": result.threshold, "dataset_size": result.dataset_size,
                  "measurement": record["y"], "failed": record["failed"]}
         bounded_add(self.cache, record["rid"], (record["digest"], reply), self.request_cache)
-        bounded_add(self.told_replies, record["id"], (record["digest"], reply), RECENT_IDS)
+        bounded_add(self.told_replies, record["id"], (record["digest"], pack_reply(reply)),
+                    RECENT_IDS)
         return Applied(record, reply=reply, result=result, size_before=size_before)
 
     def _apply_abandon(self, record: dict[str, Any]) -> Applied:
