@@ -9,7 +9,8 @@
    seeds), so seeding costs appends, not refits.
 3. A real daemon (`python -m tvbod run`) on that state with the plant files as shipped: RSS at
    READY, then one step (ask, tell) of every plant at once over ZeroMQ, the box plants' tells each
-   starting a cold MAP refit at n = `--box-n` on the two model threads: RSS and peak (VmHWM).
+   starting a cold MAP refit at n = `--box-n` on the two model threads, then one more ask of
+   every plant, answered when its refit and next proposal are done: RSS and peak (VmHWM).
    `--steady S` adds S seconds of the open-loop load (every plant at its rate) after that.
 4. The breakdown, in a fresh interpreter on the same state (tvbod/bench/memory_probe.py): RSS of
    the interpreter, the imports, the restore, the proposals, after `malloc_trim(0)`; glibc's free
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -57,6 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --steady (default 10)")
     parser.add_argument("--no-daemon", action="store_true",
                         help="only the in-process breakdown, no daemon process")
+    parser.add_argument("--no-breakdown", action="store_true",
+                        help="only the daemon's numbers, no in-process breakdown")
     parser.add_argument("--ready-timeout", type=_positive, default=600.0,
                         help="seconds the daemon may take to READY (default 600)")
     parser.add_argument("--step-timeout", type=_positive, default=1800.0,
@@ -153,6 +157,10 @@ def daemon_run(args: argparse.Namespace, root: Path, specs: list) -> dict[str, A
             return out
         _log(f"one step of all {len(specs)} plants (the box plants' cold refits)")
         step = gen.prime(args.step_timeout)
+        if step["complete"]:  # an ask per plant, answered once its refit and proposal are done
+            asked = gen.ask_all(args.step_timeout)
+            step = {**asked, "seconds": step["seconds"] + asked["seconds"],
+                    "complete": asked["complete"], "reason": asked["reason"]}
         out["step"] = {k: step[k] for k in ("seconds", "rss_mb", "hwm_mb", "complete", "reason")}
         if args.steady > 0 and step["complete"]:
             _log(f"{args.steady:g} s of open-loop load")
@@ -172,8 +180,10 @@ def daemon_run(args: argparse.Namespace, root: Path, specs: list) -> dict[str, A
 def breakdown(root: Path, trace: bool) -> dict[str, Any]:
     """`tvbod.bench.memory_probe` in a fresh interpreter on `root`'s state."""
     cmd = [sys.executable, "-m", "tvbod.bench.memory_probe", str(root / "tvbod.yaml")]
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+           "MKL_NUM_THREADS": "1"}  # as DaemonProcess starts the daemon
     proc = subprocess.run(cmd + (["--trace"] if trace else []), capture_output=True, text=True,
-                          cwd=root, check=False)
+                          cwd=root, check=False, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"memory_probe exited {proc.returncode}: {proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -186,8 +196,9 @@ _STAGES = {"interpreter": "interpreter", "imports": "+ imports (numpy, scipy, zm
 
 def format_report(result: dict[str, Any]) -> str:
     lines = [f"memory with {result['plants']} plants"]
-    probe = result["breakdown"]
-    lines.append("in-process probe (fresh interpreter, the daemon's restore):")
+    probe = result.get("breakdown") or {"stages_rss_mb": {}, "plants": {}}
+    if probe["stages_rss_mb"]:
+        lines.append("in-process probe (fresh interpreter, the daemon's restore):")
     for key, mb in probe["stages_rss_mb"].items():
         lines.append(f"  {_STAGES.get(key, key):<44} RSS {mb:7.1f} MB")
     m = probe.get("malloc")
@@ -259,11 +270,12 @@ def run(args: argparse.Namespace) -> int:
         if not args.no_daemon:
             _log("daemon on the seeded state")
             result["daemon"] = daemon_run(args, root, specs)
-        _log("in-process breakdown (a fresh interpreter, twice: RSS, then tracemalloc)")
-        result["breakdown"] = breakdown(root, trace=False)
-        traced = breakdown(root, trace=True)
-        result["traced_mb"], result["top_allocations"] = traced["traced_mb"], \
-            traced["top_allocations"]
+        if not args.no_breakdown or args.no_daemon:
+            _log("in-process breakdown (a fresh interpreter, twice: RSS, then tracemalloc)")
+            result["breakdown"] = breakdown(root, trace=False)
+            traced = breakdown(root, trace=True)
+            result["traced_mb"], result["top_allocations"] = traced["traced_mb"], \
+                traced["top_allocations"]
     print(format_report(result))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)

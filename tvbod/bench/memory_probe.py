@@ -119,17 +119,17 @@ def _walk(obj: Any, path: str, depth: int, seen: set[int], arrays: dict[str, int
 
 def plant_breakdown(plants: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Per plant kind: plant count and the mean bytes per plant of each array path and of the
-    Python objects under each top attribute (the sink and event logger shared by all plants are
-    skipped: they are counted once, not per plant)."""
+    Python objects under each top attribute. An object several plants share (an equal optimizer
+    spec, the event logger) is counted once, at the first plant that holds it."""
     by_kind: dict[str, list] = defaultdict(list)
     for name, plant in plants.items():
         by_kind[_kind(name)].append(plant)
     out = {}
+    seen: set[int] = set()
     for kind, members in sorted(by_kind.items()):
         arrays: dict[str, int] = {}
         objects: dict[str, int] = {}
         for plant in members:
-            seen = {id(plant.events.logger), id(getattr(plant.events, "observer", None))}
             _walk(plant, "", 0, seen, arrays, objects, "")
         k = len(members)
         out[kind] = {
