@@ -18,7 +18,7 @@ from tvbod.service.config import load_plant_config
 from tvbod.service.events import PlantEventLog
 from tvbod.service.plant import PlantRuntime
 from tvbod.service.store import PlantStore
-from tvbod.service.transition import TELL_REPLY_FIELDS, pack_reply, unpack_reply
+from tvbod.service.transition import TELL_REPLY_FIELDS, bounded_add, pack_told, unpack_told
 
 
 def _runtime(tmp_path: Path, request_cache: int = 2) -> PlantRuntime:
@@ -47,7 +47,7 @@ def test_a_resend_the_request_cache_forgot_gets_its_reply_back_from_the_packed_t
     rt = _runtime(tmp_path, request_cache=2)
     try:
         told = _steps(rt, 6)
-        assert all(isinstance(v[1], tuple) for v in rt.told_replies.values())
+        assert all(len(v) == 1 + len(TELL_REPLY_FIELDS) for v in rt.told_replies.values())
         first, body = told[0]
         assert str(first.request_id) not in rt.cache  # only the told_replies table knows it
         again = rt.tell(first).body()
@@ -56,15 +56,30 @@ def test_a_resend_the_request_cache_forgot_gets_its_reply_back_from_the_packed_t
         rt.close()
 
 
-def test_pack_reply_round_trips_and_keeps_a_reply_of_another_shape_as_a_dict():
+def test_pack_told_round_trips_and_keeps_a_reply_of_another_shape_as_a_dict():
     reply = {"t": 3, "reset": False, "psi": 0.25, "threshold": 1.5, "dataset_size": 3,
              "measurement": 0.5, "failed": False}
     assert tuple(reply) == TELL_REPLY_FIELDS
-    packed = pack_reply(reply)
-    assert isinstance(packed, tuple) and unpack_reply(packed) == reply
-    assert list(unpack_reply(packed)) == list(reply)  # the checkpoint writes the same map order
+    entry = pack_told("d1", reply)
+    assert entry == ("d1", 3, False, 0.25, 1.5, 3, 0.5, False)
+    digest, back = unpack_told(entry)
+    assert digest == "d1" and back == reply
+    assert list(back) == list(reply)  # the checkpoint writes the same map order
     older = {"t": 3, "reset": False, "dataset_size": 3}  # a shape an older version may have stored
-    assert pack_reply(older) is older and unpack_reply(older) is older
+    assert pack_told("d2", older) == ("d2", older) and unpack_told(("d2", older))[1] is older
+
+
+def test_bounded_tables_keep_insertion_order_move_a_reinserted_key_last_and_drop_the_oldest():
+    table: dict = {}
+    for key in ("a", "b", "c"):
+        bounded_add(table, key, key.upper(), 3)
+    bounded_add(table, "a", "A2", 3)  # an existing key becomes the newest
+    assert list(table.items()) == [("b", "B"), ("c", "C"), ("a", "A2")]
+    bounded_add(table, "d", "D", 3)
+    assert list(table) == ["c", "a", "d"]
+    for i in range(1000):  # many insertions and evictions stay bounded and ordered
+        bounded_add(table, i, i, 3)
+    assert list(table) == [997, 998, 999]
 
 
 def test_a_checkpoint_is_byte_identical_after_a_restore_and_shares_its_strings(tmp_path):
@@ -82,9 +97,9 @@ def test_a_checkpoint_is_byte_identical_after_a_restore_and_shares_its_strings(t
         assert msgpack.packb(again.state()) == live_bytes
         for key in again.told:  # one object per proposal id, as in the live plant
             assert any(key is other for other in again.told_replies)
-        digests = {id(dg) for dg, _ in again.told_replies.values()}
+        digests = {id(entry[0]) for entry in again.told_replies.values()}
         assert all(id(dg) in digests for dg, _ in again.cache.values()
-                   if any(dg == d for d, _ in again.told_replies.values()))
+                   if any(dg == entry[0] for entry in again.told_replies.values()))
     finally:
         again.close()
 
@@ -133,3 +148,35 @@ def test_a_shared_spec_proposes_exactly_what_a_freshly_parsed_one_does(tmp_path)
         shared.tell(x, y)
         fresh.tell(x, y)
     assert shared.state_dict() == fresh.state_dict()
+
+
+def test_the_latency_window_reports_the_percentiles_of_its_last_1000_samples_exactly():
+    from tvbod.service.readouts import _LATENCY_WINDOW, LatencyWindow
+
+    w = LatencyWindow()
+    assert w.percentiles() == (None, None)
+    rng = np.random.default_rng(3)
+    samples = rng.exponential(0.002, size=2 * _LATENCY_WINDOW + 137)
+    for i, s in enumerate(samples):
+        w.add(float(s))
+        if i in (0, 9, _LATENCY_WINDOW - 1, _LATENCY_WINDOW, len(samples) - 1):
+            last = samples[max(0, i + 1 - _LATENCY_WINDOW): i + 1]  # what a deque(maxlen) kept
+            p50, p99 = np.percentile(last, [50, 99])
+            assert w.percentiles() == (round(float(p50) * 1e3, 3), round(float(p99) * 1e3, 3))
+
+
+def test_a_full_latency_window_holds_its_samples_as_8_bytes_each():
+    import tracemalloc
+
+    from tvbod.service.readouts import _LATENCY_WINDOW, LatencyWindow
+
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        w = LatencyWindow()
+        for i in range(3 * _LATENCY_WINDOW):
+            w.add(1e-3 + i * 1e-9)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert 8 * _LATENCY_WINDOW <= held <= 8 * _LATENCY_WINDOW + 1024  # a deque of floats: ~32 KB

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -29,7 +28,7 @@ from tvbod.service.measurement_checks import MeasurementChecks, observation_poin
 from tvbod.service.readouts import LatencyWindow, PlantReadouts
 from tvbod.service.recovery import PlantRecovery, RestoreError
 from tvbod.service.store import PlantStore, StorageError
-from tvbod.service.transition import Applied, PlantTransitions, bounded_add, unpack_reply
+from tvbod.service.transition import Applied, PlantTransitions, bounded_add, unpack_told
 
 __all__ = ["Applied", "LatencyWindow", "PlantRuntime", "RestoreError", "observation_point"]
 
@@ -67,12 +66,13 @@ class PlantRuntime(PlantTransitions, PlantRecovery, PlantReadouts, MeasurementCh
         self.proposal: dict[str, Any] | None = None  # {id, t, x, gains}
         self.proposal_deadline: float | None = None  # monotonic
         self.issued_at_t = 0  # proposal ids issued for the current step
-        self.told: OrderedDict[str, int] = OrderedDict()
-        #: proposal id -> (request digest, reply packed by `pack_reply`) of recent tells, for
-        #: retries the cache forgot
-        self.told_replies: OrderedDict[str, tuple[str, tuple | dict]] = OrderedDict()
-        self.abandoned: OrderedDict[str, int] = OrderedDict()
-        self.cache: OrderedDict[str, tuple[str, dict]] = OrderedDict()
+        # The bounded tables below are plain dicts in insertion order (`bounded_add`).
+        self.told: dict[str, int] = {}
+        #: proposal id -> `pack_told(request digest, reply)` of recent tells, for retries the
+        #: cache forgot
+        self.told_replies: dict[str, tuple] = {}
+        self.abandoned: dict[str, int] = {}
+        self.cache: dict[str, tuple[str, dict]] = {}
         self.tells = 0
         self.failed_tells = 0
         self.records_since_checkpoint = 0
@@ -152,7 +152,7 @@ class PlantRuntime(PlantTransitions, PlantRecovery, PlantReadouts, MeasurementCh
             earlier = self.told_replies.get(pid)
             if earlier is not None and earlier[0] == _digest(req):
                 # A resend whose reply left the request cache: the journal knows its outcome.
-                return TellReply.from_body(req.request_id, unpack_reply(earlier[1]),
+                return TellReply.from_body(req.request_id, unpack_told(earlier)[1],
                                            duplicate=True)
             if pid in self.told:
                 raise ProtocolError(ErrorCode.DUPLICATE_TELL,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from tvbod.errors import TvbodError
 from tvbod.service.config import PlantConfig
 from tvbod.service.reload import changed_keys, frozen_changes, rebuild_strategy
 from tvbod.service.store import StorageError, UnsupportedSchema
-from tvbod.service.transition import pack_reply, unpack_reply
+from tvbod.service.transition import pack_told, unpack_told
 
 STATE_SCHEMA = 1
 
@@ -148,13 +147,12 @@ class PlantRecovery:
             self.proposal = state["proposal"]
             self.issued_at_t = int(state["issued_at_t"])
             one = _Deduplicated()  # equal strings read back as one object, as live
-            self.told_replies = OrderedDict(  # absent in checkpoints written before it existed
-                (one(pid), (one(dg), pack_reply(one.keys(reply))))
-                for pid, dg, reply in state.get("told_replies", []))
-            self.told = OrderedDict((one(k), int(v)) for k, v in state["told"])
-            self.abandoned = OrderedDict((one(k), int(v)) for k, v in state["abandoned"])
-            self.cache = OrderedDict((rid, (one(dg), one.keys(reply)))
-                                     for rid, dg, reply in state["cache"])
+            self.told_replies = {  # absent in checkpoints written before it existed
+                one(pid): pack_told(one(dg), one.keys(reply))
+                for pid, dg, reply in state.get("told_replies", [])}
+            self.told = {one(k): int(v) for k, v in state["told"]}
+            self.abandoned = {one(k): int(v) for k, v in state["abandoned"]}
+            self.cache = {rid: (one(dg), one.keys(reply)) for rid, dg, reply in state["cache"]}
             self.tells, self.failed_tells = int(state["tells"]), int(state["failed_tells"])
         except RestoreError:
             raise
@@ -183,8 +181,7 @@ class PlantRecovery:
             "issued_at_t": self.issued_at_t,
             "told": [[k, v] for k, v in self.told.items()],
             "abandoned": [[k, v] for k, v in self.abandoned.items()],
-            "told_replies": [[pid, dg, unpack_reply(reply)]
-                             for pid, (dg, reply) in self.told_replies.items()],
+            "told_replies": [[pid, *unpack_told(entry)] for pid, entry in self.told_replies.items()],
             "cache": [[rid, dg, reply] for rid, (dg, reply) in self.cache.items()],
             "tells": self.tells,
             "failed_tells": self.failed_tells,

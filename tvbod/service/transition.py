@@ -8,7 +8,6 @@ history `tvbod replay` reads back). Mixed into `PlantRuntime` (tvbod/service/pla
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,28 +41,33 @@ class Applied:
 
 
 #: The fields of a tell's or observation's reply, in the order `_apply_measurement` builds it.
-#: `told_replies` keeps up to RECENT_IDS replies per plant as tuples of these values (a dict per
-#: reply, with its own key strings once read back from a checkpoint, costs ~3x the memory).
+#: `told_replies` keeps up to RECENT_IDS replies per plant, each as one tuple `(digest, *values)`
+#: (a dict per reply, with its own key strings once read back from a checkpoint, costs ~3x).
 TELL_REPLY_FIELDS = ("t", "reset", "psi", "threshold", "dataset_size", "measurement", "failed")
 
 
-def pack_reply(reply: dict[str, Any]) -> tuple | dict[str, Any]:
-    """`reply` as a tuple of its values if it has exactly TELL_REPLY_FIELDS in that order (a
-    reply of another shape, e.g. from an older checkpoint, is kept as it is)."""
-    return tuple(reply.values()) if tuple(reply) == TELL_REPLY_FIELDS else reply
+def pack_told(digest: str, reply: dict[str, Any]) -> tuple:
+    """A `told_replies` entry: `(digest, *values)` if `reply` has exactly TELL_REPLY_FIELDS in
+    that order, else `(digest, reply)` (a reply of another shape, e.g. from an older checkpoint)."""
+    if tuple(reply) == TELL_REPLY_FIELDS:
+        return (digest, *reply.values())
+    return (digest, reply)
 
 
-def unpack_reply(packed: tuple | dict[str, Any]) -> dict[str, Any]:
-    """The reply dict `pack_reply` was given (equal, same key order)."""
-    return dict(zip(TELL_REPLY_FIELDS, packed)) if isinstance(packed, tuple) else packed
+def unpack_told(entry: tuple) -> tuple[str, dict[str, Any]]:
+    """`(digest, reply)` as `pack_told` was given them (an equal dict, same key order)."""
+    if len(entry) == 2:
+        return entry
+    return entry[0], dict(zip(TELL_REPLY_FIELDS, entry[1:]))
 
 
-def bounded_add(table: OrderedDict, key, value, limit: int) -> None:
-    """Insert `key` as the newest entry, dropping the oldest beyond `limit`."""
+def bounded_add(table: dict, key, value, limit: int) -> None:
+    """Insert `key` as the newest entry, dropping the oldest beyond `limit`. The tables are plain
+    dicts (insertion-ordered; a third of an OrderedDict's memory per entry)."""
+    table.pop(key, None)
     table[key] = value
-    table.move_to_end(key)
     while len(table) > limit:
-        table.popitem(last=False)
+        del table[next(iter(table))]
 
 
 class PlantTransitions:
@@ -118,8 +122,7 @@ class PlantTransitions:
                  "threshold": result.threshold, "dataset_size": result.dataset_size,
                  "measurement": record["y"], "failed": record["failed"]}
         bounded_add(self.cache, record["rid"], (record["digest"], reply), self.request_cache)
-        bounded_add(self.told_replies, record["id"], (record["digest"], pack_reply(reply)),
-                    RECENT_IDS)
+        bounded_add(self.told_replies, record["id"], pack_told(record["digest"], reply), RECENT_IDS)
         return Applied(record, reply=reply, result=result, size_before=size_before)
 
     def _apply_abandon(self, record: dict[str, Any]) -> Applied:
