@@ -21,6 +21,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from tvbod.service.malloc import Trimmer
+
 __all__ = ["Prepared", "ModelWorkers"]
 
 
@@ -64,6 +66,7 @@ class ModelWorkers:
         self._hold = hold
         self._running: dict[str, Future] = {}
         self._done: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self.trim = Trimmer()  # a refit's n x n temporaries go back to the kernel (malloc.py)
 
     def busy(self, name: str) -> bool:
         """True while a job for plant `name` runs or waits to be collected."""
@@ -104,6 +107,7 @@ class ModelWorkers:
             self._wake.send(b"\1")
         except OSError:  # the buffer is full (the loop is awake anyway) or the socket closed
             pass
+        self.trim()
 
     def collect(self) -> list[tuple[str, Prepared]]:
         """The jobs finished since the last call, `(plant name, Prepared)`; the loop thread only."""
