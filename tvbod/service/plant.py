@@ -249,7 +249,9 @@ class PlantRuntime(PlantTransitions, PlantRecovery, PlantReadouts, MeasurementCh
         self.strategy.settle()
         if propose:
             self.strategy.ask()
-        return self._best_entry()
+        best = self._best_entry()
+        self.strategy.compact()  # until the next tell reads it (docs/benchmarks.md, Memory)
+        return best
 
     def prepared(self, outcome) -> None:
         """A job's result, back on the loop thread: the `best` cache, `slow_proposal`, errors."""

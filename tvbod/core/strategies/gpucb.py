@@ -93,6 +93,10 @@ class GPUCBStrategy(GPViews, Strategy):
             self.gp.release_screen()  # one proposal per step: keep only L between steps
         return self.domain.to_physical(self._pending)
 
+    def compact(self) -> None:
+        """The GP's factor packed to its lower triangle until the next read (`ExactGP.pack_factor`)."""
+        self.gp.pack_factor()
+
     def _propose(self, t: int) -> np.ndarray:
         rng = np.random.default_rng([self.spec.seed, t, _RNG_ASK])
         if self.gp.n == 0:
