@@ -6,8 +6,9 @@ state directory exactly as the daemon does (`Server.open`: checkpoint + journal 
 each plant's next proposal (`PlantRuntime.prepare`, the job a tell starts) and reports, as one
 JSON object on stdout:
 
-- `stages`: VmRSS after the interpreter started, after the imports, after the restore, after the
-  proposals, and after `malloc_trim(0)` (what glibc's heaps held free but not returned);
+- `stages`: VmRSS after the interpreter started, after the imports, after the restore (and the
+  `malloc_trim` that follows it in `tvbod run`), after the proposals, and after another
+  `malloc_trim(0)` (as the model threads do after their jobs);
 - `malloc`: glibc's `mallinfo2` (bytes in use, free inside the heaps, mmapped);
 - `plants`: per plant kind (the name without its digits), the numpy arrays held per plant by
   attribute path (e.g. `strategy.gp.L_`) and the Python objects by top attribute;
@@ -67,14 +68,6 @@ def malloc_info() -> dict[str, float] | None:
     mb = 1024 * 1024
     return {"in_use_mb": m.uordblks / mb, "free_in_heaps_mb": m.fordblks / mb,
             "mmapped_mb": m.hblkhd / mb, "heaps_mb": m.arena / mb}
-
-
-def malloc_trim() -> bool:
-    libc = _libc()
-    if libc is None or not hasattr(libc, "malloc_trim"):
-        return False
-    libc.malloc_trim(0)
-    return True
 
 
 def _kind(name: str) -> str:
@@ -165,6 +158,7 @@ def probe(config_path: str, trace: bool) -> dict[str, Any]:
 
     import tvbod.service.app  # noqa: F401
     import tvbod.service.server  # noqa: F401
+    from tvbod.service import malloc
 
     stages["imports"] = rss_mb()
     if trace:
@@ -174,6 +168,7 @@ def probe(config_path: str, trace: bool) -> dict[str, Any]:
     server = _server(config_path)
     t0 = time.perf_counter()
     server.open()
+    malloc.trim()  # as `tvbod run` does after the restore
     restore_s = time.perf_counter() - t0
     stages["restored"] = rss_mb()
     t0 = time.perf_counter()
@@ -181,6 +176,8 @@ def probe(config_path: str, trace: bool) -> dict[str, Any]:
         plant.prepare(propose=True)
     propose_s = time.perf_counter() - t0
     stages["proposals"] = rss_mb()
+    if malloc.trim():  # as the model threads do after their jobs
+        stages["after_malloc_trim"] = rss_mb()
     result: dict[str, Any] = {"plants_total": len(server.plants), "restore_s": restore_s,
                               "proposals_s": propose_s, "malloc": malloc_info()}
     if trace:
@@ -193,8 +190,6 @@ def probe(config_path: str, trace: bool) -> dict[str, Any]:
              "mb": s.size / 2**20, "blocks": s.count} for s in stats[:15]]
         tracemalloc.stop()
     result["plants"] = plant_breakdown(server.plants)
-    if malloc_trim():
-        stages["after_malloc_trim"] = rss_mb()
     result["stages_rss_mb"] = stages
     return result
 

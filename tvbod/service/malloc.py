@@ -25,6 +25,24 @@ import time
 TRIM_INTERVAL_S = 0.2
 
 
+def _malloc_trim():
+    try:
+        fn = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = (ctypes.c_size_t,), ctypes.c_int
+    return fn
+
+
+def trim() -> bool:
+    """`malloc_trim(0)` now (after the restore of every plant); False without glibc."""
+    fn = _malloc_trim()
+    if fn is None:
+        return False
+    fn(0)
+    return True
+
+
 class Trimmer:
     """`malloc_trim(0)`, at most once per `interval_s` (thread-safe): glibc hands the free pages
     inside every arena back to the kernel. The model threads call it after a job has woken the
@@ -35,11 +53,7 @@ class Trimmer:
         self.calls = 0
         self._last = -math.inf
         self._lock = threading.Lock()
-        try:
-            self._trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-            self._trim.argtypes, self._trim.restype = (ctypes.c_size_t,), ctypes.c_int
-        except (OSError, AttributeError):
-            self._trim = None
+        self._trim = _malloc_trim()
 
     def __call__(self) -> bool:
         """Trim unless the last trim was less than `interval_s` ago; True if it trimmed."""

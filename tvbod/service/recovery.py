@@ -85,6 +85,7 @@ class PlantRecovery:
                                  fingerprint=self.record_optimizer(),
                                  pending=(self.proposal or {}).get("id"))
         replayed, relogged, divergences = self._replay(rec.records_after_checkpoint)
+        self.strategy.compact()  # until the plant's next request reads the model
         # Replayed records count toward the next checkpoint: a daemon that crashes more often
         # than every `checkpoint_every` records still compacts, so replay per start stays bounded.
         self.records_since_checkpoint = replayed
