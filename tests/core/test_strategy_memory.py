@@ -7,8 +7,8 @@ import pytest
 from tvbod.core import make_strategy, parse_spec
 from tvbod.core.optimize import sobol_unit
 
-SPEC = {"strategy": "et-gp-ucb", "domain": {"type": "box", "lower": [0.0, 0.0], "upper": [1.0, 2.0]},
-        "sense": "minimize", "noise_variance": 0.01, "seed": 5,
+SPEC = {"strategy": "et-gp-ucb",
+        "domain": {"type": "box", "lower": [0.0, 0.0], "upper": [1.0, 2.0]}, "sense": "minimize", "noise_variance": 0.01, "seed": 5,
         "budget": {"candidates": 128, "starts": 2, "maxiter": 20}}
 
 

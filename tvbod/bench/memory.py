@@ -129,7 +129,8 @@ def _copy_seeded(source: Path, root: Path) -> None:
     import shutil
 
     if not (source / "tvbod.yaml").is_file():
-        raise SystemExit(f"tvbod bench memory: --seeded {source} has no tvbod.yaml (not a --workdir)")
+        raise SystemExit(f"tvbod bench memory: --seeded {source} has no tvbod.yaml "
+                         "(not a --workdir)")
     shutil.copytree(source, root, dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("run", "*.log", "notify.sock", "daemon.lock"))
 
@@ -194,9 +195,8 @@ _STAGES = {"interpreter": "interpreter", "imports": "+ imports (numpy, scipy, zm
            "after_malloc_trim": "after malloc_trim(0)"}
 
 
-def format_report(result: dict[str, Any]) -> str:
-    lines = [f"memory with {result['plants']} plants"]
-    probe = result.get("breakdown") or {"stages_rss_mb": {}, "plants": {}}
+def _probe_lines(probe: dict[str, Any]) -> list[str]:
+    lines = []
     if probe["stages_rss_mb"]:
         lines.append("in-process probe (fresh interpreter, the daemon's restore):")
     for key, mb in probe["stages_rss_mb"].items():
@@ -206,33 +206,42 @@ def format_report(result: dict[str, Any]) -> str:
         lines.append(f"  glibc heaps: {m['in_use_mb']:.1f} MB in use, {m['free_in_heaps_mb']:.1f} "
                      f"MB free inside them, {m['mmapped_mb']:.1f} MB mmapped")
     for kind, k in probe["plants"].items():
-        arrays = k["numpy_bytes_per_plant"]
-        objs = k["python_bytes_per_plant"]
-        n = k["dataset_size"]
+        arrays, objs, n = k["numpy_bytes_per_plant"], k["python_bytes_per_plant"], k["dataset_size"]
         lines.append(f"  {kind} ({k['plants']} plants, n = {n[0]}..{n[1]}): numpy "
                      f"{sum(arrays.values()) / 1024:.0f} KB/plant, Python objects "
                      f"{sum(objs.values()) / 1024:.0f} KB/plant")
-        for path, b in list(arrays.items())[:6]:
-            lines.append(f"    {path:<40} {b / 1024:9.1f} KB")
-        for path, b in list(objs.items())[:4]:
-            lines.append(f"    {path + ' (objects)':<40} {b / 1024:9.1f} KB")
+        lines += [f"    {path:<40} {b / 1024:9.1f} KB" for path, b in list(arrays.items())[:6]]
+        lines += [f"    {path + ' (objects)':<40} {b / 1024:9.1f} KB"
+                  for path, b in list(objs.items())[:4]]
+    return lines
+
+
+def _daemon_lines(d: dict[str, Any]) -> list[str]:
+    lines = []
+    if "ready" in d:
+        lines.append(f"daemon: READY in {d['ready_s']:.1f} s, RSS {d['ready']['rss_mb']:.0f} MB")
+    for key in ("step", "steady"):
+        if key in d:
+            s = d[key]
+            what = "one step of every plant" if key == "step" else "steady load"
+            flag = "" if s["complete"] else f"  INCOMPLETE: {s['reason']}"
+            lines.append(f"daemon after {what} ({s['seconds']:.1f} s): RSS {s['rss_mb']:.0f} MB, "
+                         f"peak {s['hwm_mb']:.0f} MB{flag}")
+    if not d.get("complete") and d.get("reason"):
+        lines.append(f"daemon run INCOMPLETE: {d['reason']}")
+    return lines
+
+
+def format_report(result: dict[str, Any]) -> str:
+    lines = [f"memory with {result['plants']} plants"]
+    lines += _probe_lines(result.get("breakdown") or {"stages_rss_mb": {}, "plants": {}})
     if "top_allocations" in result:
         lines.append(f"tracemalloc, kept after restore + proposals: {result['traced_mb']:.1f} MB; "
                      "top sites:")
-        for a in result["top_allocations"][:10]:
-            lines.append(f"  {a['mb']:7.2f} MB {a['blocks']:7d} blocks  {a['where']}")
-    d = result.get("daemon")
-    if d:
-        if "ready" in d:
-            lines.append(f"daemon: READY in {d['ready_s']:.1f} s, RSS {d['ready']['rss_mb']:.0f} "
-                         "MB")
-        for key in ("step", "steady"):
-            if key in d:
-                s = d[key]
-                lines.append(f"daemon after {'one step of every plant' if key == 'step' else 'steady load'}"
-                             f" ({s['seconds']:.1f} s): RSS {s['rss_mb']:.0f} MB, peak "
-                             f"{s['hwm_mb']:.0f} MB" + ("" if s["complete"] else
-                                                        f"  INCOMPLETE: {s['reason']}"))
+        lines += [f"  {a['mb']:7.2f} MB {a['blocks']:7d} blocks  {a['where']}"
+                  for a in result["top_allocations"][:10]]
+    if result.get("daemon"):
+        lines += _daemon_lines(result["daemon"])
     lines.append(goal_line(result))
     return "\n".join(lines)
 

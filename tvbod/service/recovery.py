@@ -182,7 +182,8 @@ class PlantRecovery:
             "issued_at_t": self.issued_at_t,
             "told": [[k, v] for k, v in self.told.items()],
             "abandoned": [[k, v] for k, v in self.abandoned.items()],
-            "told_replies": [[pid, *unpack_told(entry)] for pid, entry in self.told_replies.items()],
+            "told_replies": [[pid, *unpack_told(entry)]
+                             for pid, entry in self.told_replies.items()],
             "cache": [[rid, dg, reply] for rid, (dg, reply) in self.cache.items()],
             "tells": self.tells,
             "failed_tells": self.failed_tells,
