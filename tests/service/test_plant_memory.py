@@ -47,7 +47,7 @@ def test_a_resend_the_request_cache_forgot_gets_its_reply_back_from_the_packed_t
     rt = _runtime(tmp_path, request_cache=2)
     try:
         told = _steps(rt, 6)
-        assert all(len(v) == 1 + len(TELL_REPLY_FIELDS) for v in rt.told_replies.values())
+        assert all(isinstance(v, bytes) and len(v) < 100 for v in rt.told_replies.values())
         first, body = told[0]
         assert str(first.request_id) not in rt.cache  # only the told_replies table knows it
         again = rt.tell(first).body()
@@ -61,12 +61,15 @@ def test_pack_told_round_trips_and_keeps_a_reply_of_another_shape_as_a_dict():
              "measurement": 0.5, "failed": False}
     assert tuple(reply) == TELL_REPLY_FIELDS
     entry = pack_told("d1", reply)
-    assert entry == ("d1", 3, False, 0.25, 1.5, 3, 0.5, False)
+    assert msgpack.unpackb(entry) == ["d1", 3, False, 0.25, 1.5, 3, 0.5, False]
     digest, back = unpack_told(entry)
     assert digest == "d1" and back == reply
+    assert [type(v) for v in back.values()] == [type(v) for v in reply.values()]
     assert list(back) == list(reply)  # the checkpoint writes the same map order
+    tiny = {**reply, "psi": float(np.nextafter(0.25, 1.0)), "measurement": 1e-310}
+    assert unpack_told(pack_told("d", tiny))[1] == tiny  # every bit of a float64 survives
     older = {"t": 3, "reset": False, "dataset_size": 3}  # a shape an older version may have stored
-    assert pack_told("d2", older) == ("d2", older) and unpack_told(("d2", older))[1] is older
+    assert unpack_told(pack_told("d2", older)) == ("d2", older)
 
 
 def test_bounded_tables_keep_insertion_order_move_a_reinserted_key_last_and_drop_the_oldest():
@@ -97,9 +100,6 @@ def test_a_checkpoint_is_byte_identical_after_a_restore_and_shares_its_strings(t
         assert msgpack.packb(again.state()) == live_bytes
         for key in again.told:  # one object per proposal id, as in the live plant
             assert any(key is other for other in again.told_replies)
-        digests = {id(entry[0]) for entry in again.told_replies.values()}
-        assert all(id(dg) in digests for dg, _ in again.cache.values()
-                   if any(dg == entry[0] for entry in again.told_replies.values()))
     finally:
         again.close()
 

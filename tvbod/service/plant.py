@@ -70,7 +70,7 @@ class PlantRuntime(PlantTransitions, PlantRecovery, PlantReadouts, MeasurementCh
         self.told: dict[str, int] = {}
         #: proposal id -> `pack_told(request digest, reply)` of recent tells, for retries the
         #: cache forgot
-        self.told_replies: dict[str, tuple] = {}
+        self.told_replies: dict[str, bytes] = {}
         self.abandoned: dict[str, int] = {}
         self.cache: dict[str, tuple[str, dict]] = {}
         self.tells = 0
@@ -150,10 +150,10 @@ class PlantRuntime(PlantTransitions, PlantRecovery, PlantReadouts, MeasurementCh
         pid = req.proposal_id
         if self.proposal is None or pid != self.proposal["id"]:
             earlier = self.told_replies.get(pid)
-            if earlier is not None and earlier[0] == _digest(req):
+            digest, reply = unpack_told(earlier) if earlier is not None else (None, None)
+            if digest == _digest(req):
                 # A resend whose reply left the request cache: the journal knows its outcome.
-                return TellReply.from_body(req.request_id, unpack_told(earlier)[1],
-                                           duplicate=True)
+                return TellReply.from_body(req.request_id, reply, duplicate=True)
             if pid in self.told:
                 raise ProtocolError(ErrorCode.DUPLICATE_TELL,
                                     f"proposal {pid!r} was already told (step {self.told[pid]})",

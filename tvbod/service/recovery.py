@@ -38,8 +38,8 @@ def stored_optimizer(state: dict) -> dict:
 
 class _Deduplicated:
     """Maps each string to the first equal string it was given: the strings a checkpoint holds
-    many times (proposal ids in `told` and `told_replies`, digests, reply keys) are then one
-    object each in memory, as in a plant that made them live. Values are not changed."""
+    many times (proposal ids in `told` and `told_replies`, digests and reply keys in `cache`) are
+    then one object each in memory, as in a plant that made them live. Values are not changed."""
 
     def __init__(self) -> None:
         self._seen: dict[str, str] = {}
@@ -149,7 +149,7 @@ class PlantRecovery:
             self.issued_at_t = int(state["issued_at_t"])
             one = _Deduplicated()  # equal strings read back as one object, as live
             self.told_replies = {  # absent in checkpoints written before it existed
-                one(pid): pack_told(one(dg), one.keys(reply))
+                one(pid): pack_told(dg, reply)
                 for pid, dg, reply in state.get("told_replies", [])}
             self.told = {one(k): int(v) for k, v in state["told"]}
             self.abandoned = {one(k): int(v) for k, v in state["abandoned"]}

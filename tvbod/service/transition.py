@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import msgpack
 import numpy as np
 
 from tvbod.core import TellResult
@@ -41,24 +42,26 @@ class Applied:
 
 
 #: The fields of a tell's or observation's reply, in the order `_apply_measurement` builds it.
-#: `told_replies` keeps up to RECENT_IDS replies per plant, each as one tuple `(digest, *values)`
-#: (a dict per reply, with its own key strings once read back from a checkpoint, costs ~3x).
+#: `told_replies` keeps up to RECENT_IDS replies per plant, each as the msgpack bytes of
+#: `[digest, *values]` (~80 bytes; as a dict with its floats, ints and strings, ~4-10x that).
 TELL_REPLY_FIELDS = ("t", "reset", "psi", "threshold", "dataset_size", "measurement", "failed")
 
 
-def pack_told(digest: str, reply: dict[str, Any]) -> tuple:
-    """A `told_replies` entry: `(digest, *values)` if `reply` has exactly TELL_REPLY_FIELDS in
-    that order, else `(digest, reply)` (a reply of another shape, e.g. from an older checkpoint)."""
+def pack_told(digest: str, reply: dict[str, Any]) -> bytes:
+    """A `told_replies` entry: msgpack of `[digest, *values]` if `reply` has exactly
+    TELL_REPLY_FIELDS in that order, else of `[digest, reply]` (a reply of another shape, e.g.
+    from an older checkpoint). msgpack keeps every value exactly (floats as float64)."""
     if tuple(reply) == TELL_REPLY_FIELDS:
-        return (digest, *reply.values())
-    return (digest, reply)
+        return msgpack.packb([digest, *reply.values()])
+    return msgpack.packb([digest, reply])
 
 
-def unpack_told(entry: tuple) -> tuple[str, dict[str, Any]]:
+def unpack_told(entry: bytes) -> tuple[str, dict[str, Any]]:
     """`(digest, reply)` as `pack_told` was given them (an equal dict, same key order)."""
-    if len(entry) == 2:
-        return entry
-    return entry[0], dict(zip(TELL_REPLY_FIELDS, entry[1:]))
+    items = msgpack.unpackb(entry, raw=False, strict_map_key=False)
+    if len(items) == 2:
+        return items[0], items[1]
+    return items[0], dict(zip(TELL_REPLY_FIELDS, items[1:]))
 
 
 def bounded_add(table: dict, key, value, limit: int) -> None:
