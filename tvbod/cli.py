@@ -32,6 +32,7 @@ _BENCH_HELP = {
     "within-model": "the paper's synthetic within-model experiment",
     "latency": "ask/tell latency of the core",
     "daemon": "round-trip latency and throughput through the daemon",
+    "memory": "daemon memory with many plants, and where it goes",
     "events": "plant events per second through the event path",
     "startup": "time from `tvbod run` to READY, and import times",
     "cartpole": "policy search on the cart-pole with a friction jump",

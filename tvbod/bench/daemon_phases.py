@@ -98,6 +98,24 @@ class LoadPhases:
 
         return self._measured(phase)
 
+    def ask_all(self, timeout_s: float) -> dict[str, Any]:
+        """An ask to every plant that holds no proposal, all at once; each is answered once the
+        plant's job (the refit its last tell deferred, and the proposal) is done. Phase `ask`."""
+        self.phase, self.measure_from = "ask", -math.inf
+        self.replies = 0
+        todo = [p for p in self.plants if p.proposal is None]
+        for p in todo:
+            self._ask(p, "ask_waiting")
+
+        def phase() -> str | None:
+            reason = self._serve(time.perf_counter() + timeout_s,
+                                 lambda: all(p.inflight is None for p in todo), "ask")
+            short = sum(p.proposal is None for p in todo)
+            return reason or (f"{short} plant(s) without a proposal after {timeout_s:g} s"
+                              if short else None)
+
+        return self._measured(phase)
+
     def run_phase(self, name: str, groups: set[str], duration_s: float, warmup_s: float = 0.0,
                   deadline: float = math.inf) -> dict[str, Any]:
         """Step the plants of `groups` for `warmup_s + duration_s` (the warm-up not recorded);

@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
             hint = " (write a configuration tree with `tvbod init DIR`, then --config DIR/tvbod.yaml)"
         _fail(f"tvbod: configuration error: {exc}{hint}")
         return 2
-    from tvbod.service import metrics as metrics_module
+    from tvbod.service import malloc, metrics as metrics_module
 
     configure_logging(args.log_format or config.log_format, level=args.log_level or config.log_level)
     metrics = metrics_module.Metrics()
@@ -46,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     server = Server(config, sink, notifier)
     try:
         server.open()
+        malloc.trim()  # the restore's replaced and packed factors (tvbod/service/malloc.py)
         endpoints = server.bind()
         metrics = server.metrics = metrics_module.create(config.metrics)
     except (RestoreError, DaemonLockedError) as exc:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -29,7 +28,7 @@ from tvbod.service.measurement_checks import MeasurementChecks, observation_poin
 from tvbod.service.readouts import LatencyWindow, PlantReadouts
 from tvbod.service.recovery import PlantRecovery, RestoreError
 from tvbod.service.store import PlantStore, StorageError
-from tvbod.service.transition import Applied, PlantTransitions, bounded_add
+from tvbod.service.transition import Applied, PlantTransitions, bounded_add, unpack_told
 from tvbod.service.workers import prepare_strategy
 
 __all__ = ["Applied", "LatencyWindow", "PlantRuntime", "RestoreError", "observation_point"]
@@ -68,11 +67,13 @@ class PlantRuntime(PlantTransitions, PlantRecovery, PlantReadouts, MeasurementCh
         self.proposal: dict[str, Any] | None = None  # {id, t, x, gains}
         self.proposal_deadline: float | None = None  # monotonic
         self.issued_at_t = 0  # proposal ids issued for the current step
-        self.told: OrderedDict[str, int] = OrderedDict()
-        #: proposal id -> (request digest, reply) of recent tells, for retries the cache forgot
-        self.told_replies: OrderedDict[str, tuple[str, dict]] = OrderedDict()
-        self.abandoned: OrderedDict[str, int] = OrderedDict()
-        self.cache: OrderedDict[str, tuple[str, dict]] = OrderedDict()
+        # The bounded tables below are plain dicts in insertion order (`bounded_add`).
+        self.told: dict[str, int] = {}
+        #: proposal id -> `pack_told(request digest, reply)` of recent tells, for retries the
+        #: cache forgot
+        self.told_replies: dict[str, bytes] = {}
+        self.abandoned: dict[str, int] = {}
+        self.cache: dict[str, tuple[str, dict]] = {}
         self.tells = 0
         self.failed_tells = 0
         self.records_since_checkpoint = 0
@@ -150,9 +151,10 @@ class PlantRuntime(PlantTransitions, PlantRecovery, PlantReadouts, MeasurementCh
         pid = req.proposal_id
         if self.proposal is None or pid != self.proposal["id"]:
             earlier = self.told_replies.get(pid)
-            if earlier is not None and earlier[0] == _digest(req):
+            digest, reply = unpack_told(earlier) if earlier is not None else (None, None)
+            if digest == _digest(req):
                 # A resend whose reply left the request cache: the journal knows its outcome.
-                return TellReply.from_body(req.request_id, earlier[1], duplicate=True)
+                return TellReply.from_body(req.request_id, reply, duplicate=True)
             if pid in self.told:
                 raise ProtocolError(ErrorCode.DUPLICATE_TELL,
                                     f"proposal {pid!r} was already told (step {self.told[pid]})",

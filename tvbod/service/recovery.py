@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from tvbod.errors import TvbodError
 from tvbod.service.config import PlantConfig
 from tvbod.service.reload import changed_keys, frozen_changes, rebuild_strategy
 from tvbod.service.store import StorageError, UnsupportedSchema
+from tvbod.service.transition import pack_told, unpack_told
 
 STATE_SCHEMA = 1
 
@@ -34,6 +34,24 @@ def stored_optimizer(state: dict) -> dict:
     """The optimizer mapping a checkpoint was written under, its trigger spelled out (a mapping
     stored by tvbod 0.1.0 has no `trigger` key: its ET-GP-UCB was the paper's)."""
     return with_explicit_trigger(state.get("optimizer", {}), stored_before_0_2=True)
+
+
+class _Deduplicated:
+    """Maps each string to the first equal string it was given: the strings a checkpoint holds
+    many times (proposal ids in `told` and `told_replies`, digests and reply keys in `cache`) are
+    then one object each in memory, as in a plant that made them live. Values are not changed."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, str] = {}
+
+    def __call__(self, text: str) -> str:
+        return self._seen.setdefault(text, text) if isinstance(text, str) else text
+
+    def keys(self, reply: Any) -> Any:
+        """`reply` (a dict) with its keys deduplicated, same order."""
+        if not isinstance(reply, dict):
+            return reply
+        return {self(k): v for k, v in reply.items()}
 
 
 class PlantRecovery:
@@ -67,6 +85,7 @@ class PlantRecovery:
                                  fingerprint=self.record_optimizer(),
                                  pending=(self.proposal or {}).get("id"))
         replayed, relogged, divergences = self._replay(rec.records_after_checkpoint)
+        self.strategy.compact()  # until the plant's next request reads the model
         # Replayed records count toward the next checkpoint: a daemon that crashes more often
         # than every `checkpoint_every` records still compacts, so replay per start stays bounded.
         self.records_since_checkpoint = replayed
@@ -128,11 +147,13 @@ class PlantRecovery:
                                              keep_pending=same or state["proposal"] is not None)
             self.proposal = state["proposal"]
             self.issued_at_t = int(state["issued_at_t"])
-            self.told = OrderedDict((k, int(v)) for k, v in state["told"])
-            self.abandoned = OrderedDict((k, int(v)) for k, v in state["abandoned"])
-            self.told_replies = OrderedDict(  # absent in checkpoints written before it existed
-                (pid, (dg, reply)) for pid, dg, reply in state.get("told_replies", []))
-            self.cache = OrderedDict((rid, (dg, reply)) for rid, dg, reply in state["cache"])
+            one = _Deduplicated()  # equal strings read back as one object, as live
+            self.told_replies = {  # absent in checkpoints written before it existed
+                one(pid): pack_told(dg, reply)
+                for pid, dg, reply in state.get("told_replies", [])}
+            self.told = {one(k): int(v) for k, v in state["told"]}
+            self.abandoned = {one(k): int(v) for k, v in state["abandoned"]}
+            self.cache = {rid: (one(dg), one.keys(reply)) for rid, dg, reply in state["cache"]}
             self.tells, self.failed_tells = int(state["tells"]), int(state["failed_tells"])
         except RestoreError:
             raise
@@ -161,7 +182,8 @@ class PlantRecovery:
             "issued_at_t": self.issued_at_t,
             "told": [[k, v] for k, v in self.told.items()],
             "abandoned": [[k, v] for k, v in self.abandoned.items()],
-            "told_replies": [[pid, dg, reply] for pid, (dg, reply) in self.told_replies.items()],
+            "told_replies": [[pid, *unpack_told(entry)]
+                             for pid, entry in self.told_replies.items()],
             "cache": [[rid, dg, reply] for rid, (dg, reply) in self.cache.items()],
             "tells": self.tells,
             "failed_tells": self.failed_tells,

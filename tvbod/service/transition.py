@@ -8,10 +8,10 @@ history `tvbod replay` reads back). Mixed into `PlantRuntime` (tvbod/service/pla
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+import msgpack
 import numpy as np
 
 from tvbod.core import TellResult
@@ -41,12 +41,36 @@ class Applied:
     problem: str | None = None
 
 
-def bounded_add(table: OrderedDict, key, value, limit: int) -> None:
-    """Insert `key` as the newest entry, dropping the oldest beyond `limit`."""
+#: The fields of a tell's or observation's reply, in the order `_apply_measurement` builds it.
+#: `told_replies` keeps up to RECENT_IDS replies per plant, each as the msgpack bytes of
+#: `[digest, *values]` (~80 bytes; as a dict with its floats, ints and strings, ~4-10x that).
+TELL_REPLY_FIELDS = ("t", "reset", "psi", "threshold", "dataset_size", "measurement", "failed")
+
+
+def pack_told(digest: str, reply: dict[str, Any]) -> bytes:
+    """A `told_replies` entry: msgpack of `[digest, *values]` if `reply` has exactly
+    TELL_REPLY_FIELDS in that order, else of `[digest, reply]` (a reply of another shape, e.g.
+    from an older checkpoint). msgpack keeps every value exactly (floats as float64)."""
+    if tuple(reply) == TELL_REPLY_FIELDS:
+        return msgpack.packb([digest, *reply.values()])
+    return msgpack.packb([digest, reply])
+
+
+def unpack_told(entry: bytes) -> tuple[str, dict[str, Any]]:
+    """`(digest, reply)` as `pack_told` was given them (an equal dict, same key order)."""
+    items = msgpack.unpackb(entry, raw=False, strict_map_key=False)
+    if len(items) == 2:
+        return items[0], items[1]
+    return items[0], dict(zip(TELL_REPLY_FIELDS, items[1:]))
+
+
+def bounded_add(table: dict, key, value, limit: int) -> None:
+    """Insert `key` as the newest entry, dropping the oldest beyond `limit`. The tables are plain
+    dicts (insertion-ordered; a third of an OrderedDict's memory per entry)."""
+    table.pop(key, None)
     table[key] = value
-    table.move_to_end(key)
     while len(table) > limit:
-        table.popitem(last=False)
+        del table[next(iter(table))]
 
 
 class PlantTransitions:
@@ -92,6 +116,7 @@ class PlantTransitions:
     def _apply_measurement(self, record: dict[str, Any]) -> Applied:
         size_before = self.strategy.dataset_size
         result = self.strategy.tell(np.asarray(record["x"]), record["y"])
+        self.strategy.compact()  # the tell's append built a new factor; the job reads it next
         self.tells += 1
         self.failed_tells += bool(record["failed"])
         bounded_add(self.told, record["id"], record["t"], RECENT_IDS)
@@ -101,7 +126,7 @@ class PlantTransitions:
                  "threshold": result.threshold, "dataset_size": result.dataset_size,
                  "measurement": record["y"], "failed": record["failed"]}
         bounded_add(self.cache, record["rid"], (record["digest"], reply), self.request_cache)
-        bounded_add(self.told_replies, record["id"], (record["digest"], reply), RECENT_IDS)
+        bounded_add(self.told_replies, record["id"], pack_told(record["digest"], reply), RECENT_IDS)
         return Applied(record, reply=reply, result=result, size_before=size_before)
 
     def _apply_abandon(self, record: dict[str, Any]) -> Applied:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from tvbod.core.recommend import recommend
+from tvbod.service.malloc import Trimmer
 
 __all__ = ["Prepared", "ModelWorkers", "ProcessModelWorkers", "prepare_strategy"]
 #: Pickle protocol of the strategy's round trip: 4 copies every array into its own buffer (5
@@ -48,7 +49,9 @@ def prepare_strategy(strategy: Any, propose: bool):
     strategy.settle()
     if propose:
         strategy.ask()
-    return recommend(strategy)
+    rec = recommend(strategy)
+    strategy.compact()  # the factor packed until the next read (docs/benchmarks.md, Memory)
+    return rec
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,7 @@ class ModelWorkers:
         self._hold = hold
         self._running: dict[str, Future] = {}
         self._done: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self.trim = Trimmer()  # a refit's n x n temporaries go back to the kernel (malloc.py)
 
     def busy(self, name: str) -> bool:
         """True while a job for plant `name` runs or waits to be collected."""
@@ -138,6 +142,7 @@ class ModelWorkers:
             self._wake.send(b"\1")
         except OSError:  # the buffer is full (the loop is awake anyway) or the socket closed
             pass
+        self.trim()
 
     def collect(self) -> list[tuple[str, Prepared]]:
         """The jobs finished since the last call, `(plant name, Prepared)`; the loop thread only."""

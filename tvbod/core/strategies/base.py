@@ -79,6 +79,10 @@ class Strategy(ABC):
         daemon calls it off the reply path."""
         return False
 
+    def compact(self) -> None:
+        """Hold the model in less memory until it is next used (a daemon calls it between a
+        plant's steps); changes no result. Nothing to do by default."""
+
     @abstractmethod
     def state_dict(self) -> dict:
         """Plain data (numbers, strings, lists) from which `load_state_dict` restores exactly."""

@@ -148,7 +148,7 @@ def _plant(m: Mapping, path: Path) -> PlantConfig:
     sense = _choice(m["sense"], "sense", ("minimize", "maximize"))
     mapping, side_files = _optimizer_mapping(m.get("optimizer", {}), parameters, sense, path.parent)
     try:
-        spec = parse_spec(mapping)
+        mapping, spec = _parsed(mapping)
     except SpecError as e:
         problem = f"{side_files[e.key]} {e.problem}" if e.key in side_files else e.problem
         raise InvalidValue(_plant_key(e.key), problem, e.allowed) from None
@@ -163,6 +163,30 @@ def _plant(m: Mapping, path: Path) -> PlantConfig:
                                              DEFAULT_MAX_MEASUREMENT_SIGMAS),
                                        "max_measurement_sigmas", 1.0, 1e300),
     )
+
+
+#: Recently parsed optimizer mappings, by their exact JSON text -> (mapping, spec). Plant files
+#: with the same optimizer mapping (100 sensors sharing one kernel file) then hold one mapping and
+#: one frozen spec between them, not a copy each: a 50-arm kernel matrix is ~80 KB of Python
+#: floats per copy, twice (the mapping's lists, the spec's tuples). Neither is ever mutated.
+_PARSED: dict[str, tuple[dict, OptimizerSpec]] = {}
+_PARSED_KEPT = 256
+
+
+def _parsed(mapping: dict) -> tuple[dict, OptimizerSpec]:
+    """`(mapping, parse_spec(mapping))`, both shared with an earlier equal mapping (equal JSON:
+    `3` and `3.0` differ) if one was parsed recently. Raises `SpecError` as `parse_spec` does."""
+    try:
+        key = json.dumps(mapping, sort_keys=True)
+    except (TypeError, ValueError):  # not JSON: parse_spec says why (never cached)
+        return mapping, parse_spec(mapping)
+    hit = _PARSED.pop(key, None)
+    if hit is None:
+        hit = (mapping, parse_spec(mapping))
+    _PARSED[key] = hit  # the newest last; the oldest dropped beyond _PARSED_KEPT
+    while len(_PARSED) > _PARSED_KEPT:
+        del _PARSED[next(iter(_PARSED))]
+    return hit
 
 
 def _plant_key(spec_key: str) -> str:
