@@ -12,6 +12,7 @@ import numpy as np
 
 from . import validate
 from .errors import InvalidValue, SpecError
+from .optimize import POLISHES
 from .spec_sections import (EXPLORATIONS, PAPER_TRIGGER, TRIGGERS,  # noqa: F401 (re-exported)
                             ExplorationSpec, TriggerSpec, parse_exploration, parse_trigger)
 
@@ -105,6 +106,7 @@ class OptimizerSpec:
     candidates: int = 1024
     starts: int = 5
     maxiter: int = 50
+    polish: str = "newton"  # `budget.polish`: one of `optimize.POLISHES`
     seed: int = 0
     hyper: HyperSpec | None = None
     reset: str | None = None  # overrides the preset's reset policy
@@ -244,6 +246,9 @@ OBJECTIVES = ("factored", "explicit-inverse")
 #: (what a stored mapping without the key means, today's default).
 _HYPER_HISTORY = {"objective": ("explicit-inverse", _HYPER.objective),
                   "refit_tolerance": (0.0, _HYPER.refit_tolerance)}
+#: What a stored box mapping without `budget.polish` was polished with (tvbod <= 0.2, and main
+#: before issue 15 item 5): `with_explicit_trigger`.
+_POLISH_HISTORY = "lbfgsb-joint"
 #: Default bounds of the learned signal and noise variances (GP scale; wide: scale-free in effect).
 VARIANCE_BOUNDS, NOISE_BOUNDS = (1e-3, 1e3), (1e-6, 1.0)
 
@@ -348,7 +353,7 @@ def _parse_spec(spec: Mapping) -> OptimizerSpec:
     _check_keys(beta, {"c1", "c2"}, "beta.")
     meas = _parse_measurement(m.get("measurement", {}))
     budget = _mapping(m.get("budget", {}), "budget")
-    _check_keys(budget, {"candidates", "starts", "maxiter"}, "budget.")
+    _check_keys(budget, {"candidates", "starts", "maxiter", "polish"}, "budget.")
     kw = {}
     if strategy == "r-gp-ucb" or reset == "periodic":
         kw["reset_period"] = _integer(m["reset_period"], "reset_period", 1)
@@ -372,6 +377,7 @@ def _parse_spec(spec: Mapping) -> OptimizerSpec:
                             1 << 20),
         starts=_integer(budget.get("starts", _OPT.starts), "budget.starts", 1, 1000),
         maxiter=_integer(budget.get("maxiter", _OPT.maxiter), "budget.maxiter", 0, 10000),
+        polish=_choice(budget.get("polish", _OPT.polish), "budget.polish", POLISHES),
         seed=_integer(m.get("seed", _OPT.seed), "seed", 0, 2**63 - 1),
         hyper=_parse_hyper(m.get("hyperparameters", {}), kernel),
         reset=reset,
@@ -424,7 +430,9 @@ def with_explicit_trigger(m: Mapping, stored_before_0_2: bool = False) -> dict:
     default), and with MAP hyperparameters their `objective` and `refit_tolerance`, so a stored
     mapping says which trigger and which refit wrote its history. A stored mapping
     (`stored_before_0_2`) without `trigger` was written by tvbod 0.1.0, whose ET-GP-UCB was the
-    paper's; one without the two hyperparameter keys by tvbod <= 0.2 (`explicit-inverse`, no skip)."""
+    paper's; one without the two hyperparameter keys by tvbod <= 0.2 (`explicit-inverse`, no skip).
+    A box mapping gets its `budget.polish`: a stored one without it was polished by L-BFGS-B
+    (`lbfgsb-joint`, tvbod <= 0.2 and main before the Newton polish), a new one by the default."""
     out = dict(m)
     if uses_event_trigger(m) and "trigger" not in m:
         out["trigger"] = "paper" if stored_before_0_2 else "robust"
@@ -433,6 +441,10 @@ def with_explicit_trigger(m: Mapping, stored_before_0_2: bool = False) -> dict:
         out["hyperparameters"] = dict(hyper)
         for key, (stored, default) in _HYPER_HISTORY.items():
             out["hyperparameters"].setdefault(key, stored if stored_before_0_2 else default)
+    domain, budget = m.get("domain"), m.get("budget", {})
+    if (isinstance(domain, Mapping) and domain.get("type", "box") == "box"
+            and isinstance(budget, Mapping) and "polish" not in budget):
+        out["budget"] = {**budget, "polish": _POLISH_HISTORY if stored_before_0_2 else _OPT.polish}
     return out
 
 
