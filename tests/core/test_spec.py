@@ -41,6 +41,7 @@ BOX = {"type": "box", "lower": [0.0, 0.0], "upper": [1.0, 1.0]}
     ({"domain": BOX, "strategy": "ui-tvbo"}, "drift_variance"),
     ({"domain": BOX, "measurement": {"scale": -1}}, "measurement.scale"),
     ({"domain": BOX, "budget": {"starts": 0}}, "budget.starts"),
+    ({"domain": BOX, "budget": {"polish": "bfgs"}}, "budget.polish"),
     ({"domain": BOX, "seed": -1}, "seed"),
     ("not a mapping", "optimizer"),
 ])
@@ -67,3 +68,21 @@ def test_spec_is_frozen():
     spec = parse_spec({"domain": BOX})
     with pytest.raises(AttributeError):
         spec.seed = 3
+
+
+def test_budget_polish_defaults_to_newton_and_a_stored_box_mapping_without_it_means_lbfgsb():
+    from tvbod.core.spec import with_explicit_trigger
+
+    assert parse_spec({"domain": BOX}).polish == "newton"
+    assert parse_spec({"domain": BOX, "budget": {"polish": "lbfgsb-joint"}}).polish == "lbfgsb-joint"
+    stored = with_explicit_trigger({"domain": BOX, "budget": {"starts": 2}}, stored_before_0_2=True)
+    assert stored["budget"] == {"starts": 2, "polish": "lbfgsb-joint"}
+    assert parse_spec(stored).polish == "lbfgsb-joint"
+    assert with_explicit_trigger({"domain": BOX})["budget"] == {"polish": "newton"}
+    kept = {"domain": BOX, "budget": {"polish": "newton"}}
+    assert with_explicit_trigger(kept, stored_before_0_2=True)["budget"] == {"polish": "newton"}
+    arms = {"domain": {"type": "arms", "n_arms": 3}}  # no polish on a finite set: nothing added
+    assert "budget" not in with_explicit_trigger(arms, stored_before_0_2=True)
+    with pytest.raises(SpecError) as err:
+        parse_spec({"domain": BOX, "budget": {"polish": "bfgs"}})
+    assert "newton" in err.value.allowed and "lbfgsb-joint" in err.value.allowed

@@ -71,7 +71,7 @@ def posterior_hessian(gp, Xq: np.ndarray, t_query: float = 0.0):
     if gp.temporal is not None:
         w = gp.temporal(tq, gp.times_)  # (1, n): constant in x
         k, g, h = k * w, g * w, h * w
-    inv_l2 = 1.0 / gp.kernel.lengthscales**2
+    inv_l2 = np.broadcast_to(1.0 / gp.kernel.lengthscales**2, (d,))  # one lengthscale or d
     U = (Xq[:, None, :] - gp.X_[None, :, :]) * inv_l2  # (m, n, d)
     rhs = np.empty((n, m * (d + 1)))
     rhs[:, :m] = k.T
