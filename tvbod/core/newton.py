@@ -38,6 +38,9 @@ ARMIJO, MAX_HALVINGS = 1e-4, 12
 _SQRT5 = np.sqrt(5.0)
 #: Rounds with the exact Hessian (the first); later rounds update it by SR1 from gradients only.
 EXACT_ROUNDS = 1
+#: A start on a trusted model (`_direction`) stops when even this many times the model's increase
+#: would leave it below the best start.
+PRUNE = 4.0
 #: Starts closer than this (in lengthscales, every coordinate) to a better one stop there.
 MERGE = 0.05
 
@@ -146,29 +149,46 @@ def _sr1(H, s, y):
 
 def _direction(x, grad, hess, lower, upper, ls):
     """The projected, eigenvalue-modified Newton ascent direction `(m, d)` (module docstring):
-    the maximum of the model `g.p - p.A.p / 2` (`A = |H|`) with the coordinates at a bound the
-    gradient pushes against held there, and any coordinate the step would carry out of the box
-    held at that bound while the rest are solved again (at most `d` times)."""
+    the maximum of the model `g.p - p.A.p / 2` (`A = |H|`) within one lengthscale per coordinate,
+    with the coordinates at a bound the gradient pushes against held there and any coordinate the
+    step would carry out of the box held at that bound while the rest are solved again (at most
+    `d` times). Where that is not an ascent direction (a far step cut by the box), the gradient
+    step in the kernel's metric (`l^2 g`, one lengthscale long) instead. Also returns where the
+    model is trusted: concave, and its maximum inside the box and the trust region (the plain
+    Newton step taken whole)."""
     d = x.shape[1]
     lam, Q = np.linalg.eigh(-hess)
+    concave = lam.min(axis=1) > 0
     lam = np.abs(lam)
     lam = np.maximum(lam, 1e-10 * lam.max(axis=1, keepdims=True) + 1e-300)
     A = (Q * lam[:, None, :]) @ Q.transpose(0, 2, 1)
     fixed = ((x <= lower) & (grad < 0)) | ((x >= upper) & (grad > 0))
+    grad = grad * ~fixed  # what the box allows
     held = np.zeros_like(x)  # the displacement of the held coordinates
     eye = np.eye(d)
-    for _ in range(d):
+    for k in range(d):
         free = ~fixed
         rhs = (grad - (A @ held[:, :, None])[:, :, 0]) * free
         Ar = A * (free[:, :, None] & free[:, None, :]) + eye * fixed[:, None, :]
-        p = np.where(fixed, held, np.linalg.solve(Ar, rhs[:, :, None])[:, :, 0])
+        newton = np.where(fixed, held, np.linalg.solve(Ar, rhs[:, :, None])[:, :, 0])
+        p = _capped(newton, ls)
+        whole = np.all(p == newton, axis=1) if k == 0 else np.zeros(len(x), dtype=bool)
         xt = x + p
         out = ((xt < lower) | (xt > upper)) & free
         if not out.any():
             break
         held = np.where(out, np.clip(xt, lower, upper) - x, held)
         fixed |= out
-    over = np.max(np.abs(p) / ls, axis=1)  # at most one lengthscale per coordinate
+    slope = np.einsum("ij,ij->i", grad, p)
+    steep = _capped(grad * ls**2, ls)
+    uphill = slope > 1e-3 * np.linalg.norm(grad, axis=1) * np.linalg.norm(p, axis=1)
+    trusted = concave & whole & ~fixed.any(axis=1) & uphill
+    return np.where(uphill[:, None], p, steep), trusted
+
+
+def _capped(p, ls):
+    """`p` scaled down to at most one lengthscale in every coordinate."""
+    over = np.max(np.abs(p) / ls, axis=1)
     return p / np.maximum(over, 1.0)[:, None]
 
 
@@ -210,12 +230,12 @@ def _round(gp, t_query, acq, st, active, it, box):
     the acquisition (a projected maximum to round-off)."""
     ls = gp.kernel.lengthscales
     xa, fa, Ga = st["x"][active], st["f"][active], st["G"][active]
-    p = _direction(xa, Ga, st["H"][active], *box, ls)
+    p, trusted = _direction(xa, Ga, st["H"][active], *box, ls)
     predicted = 0.5 * np.einsum("ij,ij->i", Ga, p)  # the Newton step's model increase
     done = predicted <= F_TOL * np.maximum(1.0, np.abs(fa))
     best = float(np.max(st["f"]))
-    if it and not acq.screened:
-        done |= fa + 4.0 * predicted < best - F_TOL * max(1.0, abs(best))
+    if not acq.screened:  # on a trusted model, even PRUNE times its increase stays below the best
+        done |= trusted & (fa + PRUNE * predicted < best - F_TOL * max(1.0, abs(best)))
     step, todo = 1.0, np.flatnonzero(~done)
     for _ in range(MAX_HALVINGS):
         if not todo.size:
