@@ -172,7 +172,7 @@ def test_cartpole_step_table_times_the_shipped_optimizer_with_its_refit(tmp_path
         assert row["plants_per_core"] == pytest.approx(1000 / row["step_cpu_ms"]["p50"])
         assert 0 < row["refit_cpu_share"] < 1
         assert 0 < row["ask_ms"]["p50"] <= row["step_ms"]["p99"]
-    assert result["polish"] == "newton"
+    assert result["polish"] == "lbfgsb-joint"
     assert "goal cart-pole step p50 <= 15 ms and >= 70 plants per core at n=300: not measured" \
         in proc.stdout
 
@@ -187,23 +187,23 @@ def test_cartpole_step_legacy_refit_is_tvbod_0_2s():
     assert legacy.maxiter == shipped.maxiter == 30  # otherwise the shipped file's own settings
 
 
-def test_cartpole_step_polish_override_gives_the_old_ask():
+def test_cartpole_step_polish_override_gives_the_newton_ask():
     from tvbod.bench import cartpole_step
 
-    assert cartpole_step.shipped_strategy(0).budget.polish == "newton"
-    assert cartpole_step.shipped_strategy(0, polish="lbfgsb-joint").budget.polish == "lbfgsb-joint"
-    assert latency.build_strategy(2, 3, polish="lbfgsb-joint").budget.polish == "lbfgsb-joint"
+    assert cartpole_step.shipped_strategy(0).budget.polish == "lbfgsb-joint"
+    assert cartpole_step.shipped_strategy(0, polish="newton").budget.polish == "newton"
+    assert latency.build_strategy(2, 3, polish="newton").budget.polish == "newton"
 
 
 def test_compare_numpy_times_the_plain_step_on_the_same_data(tmp_path):
     proc = _run_module("--quick", "--dims", "2", "--sizes", "30", "--compare", "numpy",
-                       "--polish", "lbfgsb-joint", "--out", str(tmp_path))
+                       "--polish", "newton", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     row = json.loads((tmp_path / "results.json").read_text())["rows"][0]
     assert row["numpy_ms"]["p50"] > 0 and row["numpy_over_ask_tell"] > 0
     assert row["numpy_value_ratio"]["worst"] <= 1 + 1e-9
     assert row["numpy_value_ratio"]["worst"] > 0.99  # a real maximizer, not a random point
-    assert "numpy/(ask+tell)" in proc.stdout and "(polish: lbfgsb-joint)" in proc.stdout
+    assert "numpy/(ask+tell)" in proc.stdout and "(polish: newton)" in proc.stdout
     assert "goal tell+ask <= 0.4x the plain numpy step at d=4 n=400: not measured" in proc.stdout
 
 

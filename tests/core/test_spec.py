@@ -70,19 +70,15 @@ def test_spec_is_frozen():
         spec.seed = 3
 
 
-def test_budget_polish_defaults_to_newton_and_a_stored_box_mapping_without_it_means_lbfgsb():
+def test_budget_polish_defaults_to_lbfgsb_and_newton_is_opt_in():
     from tvbod.core.spec import with_explicit_trigger
 
-    assert parse_spec({"domain": BOX}).polish == "newton"
-    assert parse_spec({"domain": BOX, "budget": {"polish": "lbfgsb-joint"}}).polish == "lbfgsb-joint"
-    stored = with_explicit_trigger({"domain": BOX, "budget": {"starts": 2}}, stored_before_0_2=True)
-    assert stored["budget"] == {"starts": 2, "polish": "lbfgsb-joint"}
-    assert parse_spec(stored).polish == "lbfgsb-joint"
-    assert with_explicit_trigger({"domain": BOX})["budget"] == {"polish": "newton"}
-    kept = {"domain": BOX, "budget": {"polish": "newton"}}
-    assert with_explicit_trigger(kept, stored_before_0_2=True)["budget"] == {"polish": "newton"}
-    arms = {"domain": {"type": "arms", "n_arms": 3}}  # no polish on a finite set: nothing added
-    assert "budget" not in with_explicit_trigger(arms, stored_before_0_2=True)
+    assert parse_spec({"domain": BOX}).polish == "lbfgsb-joint"
+    assert parse_spec({"domain": BOX, "budget": {"polish": "newton"}}).polish == "newton"
+    assert make_strategy({"domain": BOX, "budget": {"polish": "newton"}}).budget.polish == "newton"
+    # the default is the polish every stored state was written with: nothing to spell out, so a
+    # plant's fingerprint (and its replay) stays what it was
+    assert "budget" not in with_explicit_trigger({"domain": BOX}, stored_before_0_2=True)
     with pytest.raises(SpecError) as err:
         parse_spec({"domain": BOX, "budget": {"polish": "bfgs"}})
     assert "newton" in err.value.allowed and "lbfgsb-joint" in err.value.allowed

@@ -1,7 +1,8 @@
-"""State written by main d70b7a9, before the Newton polish (tests/fixtures/state-main-lbfgsb: every
-proposal polished by L-BFGS-B, the stored mapping without `budget.polish`) replays exactly under the
-old polish, and today's daemon continues it under `budget.polish: newton` as a configuration change
-at start, which replay follows."""
+"""State written by main d70b7a9, before `budget.polish` existed (tests/fixtures/state-main-lbfgsb:
+every proposal polished by L-BFGS-B) replays exactly (`lbfgsb-joint` is still the default, so a
+stored mapping without the key means what it meant); a plant file that opts in to
+`budget.polish: newton` continues it under the Newton polish as a configuration change at start,
+which replay follows."""
 
 import shutil
 import subprocess
@@ -18,7 +19,19 @@ def _replay(plant_dir: Path, *extra: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
-def test_state_written_before_the_newton_polish_replays_exactly_under_lbfgsb(tmp_path):
+def _continue(root: Path, steps: int) -> list[dict]:
+    d = Daemon(root, existing=True).start()
+    try:
+        with d.client("beta") as c:
+            for _ in range(steps):
+                p = c.ask()
+                c.tell(p["proposal_id"], objective(p["gains"], p["t"]))
+    finally:
+        assert d.stop() == 0
+    return [e for e in d.events("beta") if e["event"] == "config_reloaded"]
+
+
+def test_state_written_before_budget_polish_replays_exactly(tmp_path):
     root = tmp_path / "old"
     shutil.copytree(FIXTURE, root)
     out = _replay(root / "state" / "plants" / "beta")
@@ -26,28 +39,18 @@ def test_state_written_before_the_newton_polish_replays_exactly_under_lbfgsb(tmp
     assert "16 steps reproduced exactly" in out.stdout and "[4, 15]" in out.stdout
 
 
-def test_the_same_state_under_todays_plant_file_meaning_diverges(tmp_path):
-    # the plant file read today means `budget.polish: newton`: its proposals differ in the last
-    # digits, so only the stored mapping's history default keeps the replay exact
+def test_opting_in_to_the_newton_polish_is_a_change_at_start_that_replay_follows(tmp_path):
     root = tmp_path / "old"
     shutil.copytree(FIXTURE, root)
-    out = _replay(root / "state" / "plants" / "beta", "--config", str(root / "plants" / "beta.yaml"))
-    assert out.returncode != 0 and "DIVERGED" in out.stdout, out.stdout + out.stderr
-
-
-def test_todays_daemon_continues_it_with_the_newton_polish_and_replay_follows(tmp_path):
-    root = tmp_path / "old"
-    shutil.copytree(FIXTURE, root)
-    d = Daemon(root, existing=True).start()
-    try:
-        with d.client("beta") as c:
-            for _ in range(4):
-                p = c.ask()
-                c.tell(p["proposal_id"], objective(p["gains"], p["t"]))
-    finally:
-        assert d.stop() == 0
-    events = [e for e in d.events("beta") if e["event"] == "config_reloaded"]
-    assert events and events[-1]["at"] == "start" and "budget.polish" in events[-1]["changed"]
+    plant = root / "plants" / "beta.yaml"
+    original = tmp_path / "beta-lbfgsb.yaml"
+    shutil.copy(plant, original)
+    plant.write_text(plant.read_text() + "  budget: {polish: newton}\n")
+    changes = _continue(root, 8)
+    assert changes and changes[-1]["at"] == "start" and changes[-1]["changed"] == ["budget.polish"]
     out = _replay(root / "state" / "plants" / "beta")
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "20 steps reproduced exactly" in out.stdout
+    assert "24 steps reproduced exactly" in out.stdout
+    # the eight new steps really were Newton's: under the old polish throughout they diverge
+    out = _replay(root / "state" / "plants" / "beta", "--config", str(original))
+    assert out.returncode != 0 and "DIVERGED after" in out.stdout, out.stdout

@@ -29,7 +29,7 @@ LEGACY_REFIT = {"objective": "explicit-inverse", "refit_tolerance": 0.0}
 def shipped_strategy(seed: int = 0, refit: str = "shipped", polish: str | None = None):
     """The shipped cart-pole optimizer (`PLANT_FILE`'s `optimizer:`), seeded; `refit: legacy`
     with `LEGACY_REFIT` in its `hyperparameters` (the "before" of docs/benchmarks.md); `polish`
-    overrides its `budget.polish` (`lbfgsb-joint`: the ask before issue 15 item 5)."""
+    overrides its `budget.polish` (e.g. `newton`, the opt-in Newton polish)."""
     from tvbod.core import make_strategy
     from tvbod.service.config import load_plant_config
 
@@ -140,7 +140,7 @@ def format_table(result: dict, calls: int, warmup: int) -> str:
             f"{r['refit_share']:.0%} ({r['refit_cpu_share']:.0%})", f"{r['ask_ms']['p50']:.2f}",
             f"{r['plants_per_core']:.0f}"]) + " |")
     lines.append(f"\nCart-pole step (tell + MAP refit + ask) of {result['plant_file']}'s optimizer "
-                 f"(refit: {result['refit']}, polish: {result.get('polish', 'newton')}), "
+                 f"(refit: {result['refit']}, polish: {result.get('polish', 'lbfgsb-joint')}), "
                  f"{calls} timed steps after {warmup} warm-up per row; one BLAS thread; "
                  "ask: the proposal after the tell (screen, polish), without the refit the ask settles.")
     lines += goal_lines(result)

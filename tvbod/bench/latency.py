@@ -100,8 +100,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --cartpole-step: the shipped file's MAP refit (default) or "
                              "tvbod 0.2's (objective: explicit-inverse, refit_tolerance: 0)")
     parser.add_argument("--polish", choices=["newton", "lbfgsb-joint"],
-                        help="the box ask's budget.polish (default: the spec default, newton); "
-                             "lbfgsb-joint is the ask before issue 15 item 5")
+                        help="the box ask's budget.polish (default: the spec default, "
+                             "lbfgsb-joint; newton: the opt-in Newton polish)")
     parser.add_argument("--seed", type=int, default=0)
 
 
@@ -424,7 +424,7 @@ def format_table(result: dict) -> str:
     load = result["environment"]["loadavg_1min_before_after"]
     lines.append(
         f"\nSE lengthscale 0.2 sqrt(d), noise variance 0.02, default budget (polish: "
-        f"{st.get('polish') or 'newton'}); {st['calls']} timed "
+        f"{st.get('polish') or 'lbfgsb-joint'}); {st['calls']} timed "
         f"calls after {st['warmup']} warm-up per cell (p99 of so few calls ~ the slowest); "
         f"value/ref over {st['ref_calls']} calls against {st['ref_candidates']} Sobol points + "
         f"L-BFGS-B from the best {st['ref_starts']}; one BLAS thread; load average "

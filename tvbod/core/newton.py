@@ -13,13 +13,17 @@ For the stationary kernels (`SquaredExponential`, `Matern52`), `k(x, x_j) = f(r^
 differentiated). The acquisition is a function `a(mu, sigma)` (`acq.partials`); the chain rule
 gives its gradient and Hessian in x.
 
-A step is `x + t p`, projected on the box, with `p = |H_F|^{-1} g_F` on the free coordinates (those
-not at a bound the gradient pushes against; `|H|` has the absolute eigenvalues of `H`, so `p` is an
-ascent direction where the acquisition is not concave), capped at one lengthscale per coordinate,
-and `t` halved until the Armijo condition holds. Each start stops on its own (its improvement below
-`F_TOL` relative, or its step below `X_TOL` lengthscales), and the remaining ones are evaluated
-together, one posterior pass per iteration. Nothing depends on time: the same data give the same
-iterates, bit for bit.
+A round takes one step `x + t p` per start, projected on the box (`_direction`): `p` maximizes the
+model `g.p - p.|H|.p / 2` (`|H|`: the Hessian with absolute eigenvalues, so `p` climbs where the
+acquisition is not concave) within one lengthscale per coordinate, coordinates at a bound the
+gradient pushes against held there; where the box cuts that step so it no longer climbs, the
+gradient step in the kernel's metric instead. `t` is halved until the Armijo condition holds. The
+first round uses the exact Hessian (`posterior_hessian`), later ones its symmetric rank-one
+update from the gradients (`_sr1`: one `predict_with_grad` per round). Each start stops on its own
+(`_round`): converged (the model promises less than `F_TOL`), merged (within `MERGE` lengthscales
+of a better start), pruned (a trusted model promising less than the gap to the best start over
+`PRUNE`), or stuck (no halving climbs). The remaining starts are evaluated together, one posterior
+pass per round. Nothing depends on time: the same data give the same iterates, bit for bit.
 """
 
 from __future__ import annotations
@@ -225,9 +229,9 @@ def _round(gp, t_query, acq, st, active, it, box):
     """One Newton step of the `active` starts (updating `st` in place); returns those that go on.
 
     A start stops when the quadratic model promises less than `F_TOL` (converged to round-off),
-    when even four times that promise would leave it below the best start (not for `screened`
-    acquisitions, whose final value is not the score), or when no halving of its step increases
-    the acquisition (a projected maximum to round-off)."""
+    when its model is trusted and even `PRUNE` times that promise would leave it below the best
+    start (not for `screened` acquisitions, whose final value is not the score), or when no
+    halving of its step increases the acquisition (a projected maximum to round-off)."""
     ls = gp.kernel.lengthscales
     xa, fa, Ga = st["x"][active], st["f"][active], st["G"][active]
     p, trusted = _direction(xa, Ga, st["H"][active], *box, ls)

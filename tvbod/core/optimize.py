@@ -17,9 +17,10 @@ from .sobol import MAX_DIM, scrambled_sobol
 
 #: Scores within this (relative) of the maximum tie on a finite set; the lowest index wins.
 TIE_TOLERANCE = 1e-12
-#: `budget.polish`: one L-BFGS-B problem for all starts (tvbod <= 0.2 and state written by it), or
-#: the projected Newton ascent of every start at once (`tvbod.core.newton`, the default).
-POLISHES = ("newton", "lbfgsb-joint")
+#: `budget.polish`: one L-BFGS-B problem for all starts (the default, as in tvbod <= 0.2), or the
+#: projected Newton ascent of every start at once (`tvbod.core.newton`; opt-in: docs/benchmarks.md,
+#: *Latency*, for its effect on the cart-pole's regret).
+POLISHES = ("lbfgsb-joint", "newton")
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class Budget:
     candidates: int = 1024
     starts: int = 5
     maxiter: int = 50
-    polish: str = "newton"
+    polish: str = "lbfgsb-joint"
 
 
 def sobol_unit(dim: int, n: int, seed: int) -> np.ndarray:
@@ -62,8 +63,8 @@ def maximize_on_box(
     Candidates are `unit_candidates` rotated by `shift` modulo 1 (a Cranley-Patterson rotation, so
     every step sees a fresh low-discrepancy set), plus `extra` points (e.g. the best data points).
     They are ranked by `acq.score` in float32 (`gp.screen_best`: the top `starts` without solving
-    for every candidate), the best `starts` are polished (`budget.polish`: all at once by projected
-    Newton, `tvbod.core.newton`, or as one L-BFGS-B problem, the sum of separable objectives), and
+    for every candidate), the best `starts` are polished (`budget.polish`: as one L-BFGS-B problem,
+    the sum of separable objectives, or all at once by projected Newton, `tvbod.core.newton`), and
     the winner is chosen on float64 `acq.final` values among the starts and their polished ends.
     """
     span = upper - lower

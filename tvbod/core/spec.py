@@ -106,7 +106,7 @@ class OptimizerSpec:
     candidates: int = 1024
     starts: int = 5
     maxiter: int = 50
-    polish: str = "newton"  # `budget.polish`: one of `optimize.POLISHES`
+    polish: str = "lbfgsb-joint"  # `budget.polish`: one of `optimize.POLISHES`
     seed: int = 0
     hyper: HyperSpec | None = None
     reset: str | None = None  # overrides the preset's reset policy
@@ -246,9 +246,6 @@ OBJECTIVES = ("factored", "explicit-inverse")
 #: (what a stored mapping without the key means, today's default).
 _HYPER_HISTORY = {"objective": ("explicit-inverse", _HYPER.objective),
                   "refit_tolerance": (0.0, _HYPER.refit_tolerance)}
-#: What a stored box mapping without `budget.polish` was polished with (tvbod <= 0.2, and main
-#: before issue 15 item 5): `with_explicit_trigger`.
-_POLISH_HISTORY = "lbfgsb-joint"
 #: Default bounds of the learned signal and noise variances (GP scale; wide: scale-free in effect).
 VARIANCE_BOUNDS, NOISE_BOUNDS = (1e-3, 1e3), (1e-6, 1.0)
 
@@ -430,9 +427,7 @@ def with_explicit_trigger(m: Mapping, stored_before_0_2: bool = False) -> dict:
     default), and with MAP hyperparameters their `objective` and `refit_tolerance`, so a stored
     mapping says which trigger and which refit wrote its history. A stored mapping
     (`stored_before_0_2`) without `trigger` was written by tvbod 0.1.0, whose ET-GP-UCB was the
-    paper's; one without the two hyperparameter keys by tvbod <= 0.2 (`explicit-inverse`, no skip).
-    A box mapping gets its `budget.polish`: a stored one without it was polished by L-BFGS-B
-    (`lbfgsb-joint`, tvbod <= 0.2 and main before the Newton polish), a new one by the default."""
+    paper's; one without the two hyperparameter keys by tvbod <= 0.2 (`explicit-inverse`, no skip)."""
     out = dict(m)
     if uses_event_trigger(m) and "trigger" not in m:
         out["trigger"] = "paper" if stored_before_0_2 else "robust"
@@ -441,10 +436,6 @@ def with_explicit_trigger(m: Mapping, stored_before_0_2: bool = False) -> dict:
         out["hyperparameters"] = dict(hyper)
         for key, (stored, default) in _HYPER_HISTORY.items():
             out["hyperparameters"].setdefault(key, stored if stored_before_0_2 else default)
-    domain, budget = m.get("domain"), m.get("budget", {})
-    if (isinstance(domain, Mapping) and domain.get("type", "box") == "box"
-            and isinstance(budget, Mapping) and "polish" not in budget):
-        out["budget"] = {**budget, "polish": _POLISH_HISTORY if stored_before_0_2 else _OPT.polish}
     return out
 
 
