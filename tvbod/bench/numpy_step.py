@@ -7,6 +7,7 @@ analytic gradient (`scipy.optimize.minimize`, default tolerances, `maxiter` 50).
 from __future__ import annotations
 
 import time
+import warnings
 
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
@@ -46,7 +47,9 @@ class PlainStep:
             return Ks @ alpha + kappa * np.sqrt(np.maximum(1.0 - (V * V).sum(0), 0.0)), Ks, V
 
         d = X.shape[1]
-        cands = qmc.Sobol(d, scramble=True, seed=seed).random(CANDIDATES)
+        with warnings.catch_warnings():  # 1000 is not a power of 2: scipy warns, the count
+            warnings.simplefilter("ignore", UserWarning)
+            cands = qmc.Sobol(d, scramble=True, seed=seed).random(CANDIDATES)
         starts = cands[np.argsort(-ucb(cands)[0])[:STARTS]]
 
         def neg(flat):
