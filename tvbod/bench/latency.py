@@ -35,6 +35,8 @@ import sys
 import time
 from pathlib import Path
 
+from .latency_goals import goal_lines, ratio_text
+
 _THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
                 "VECLIB_MAXIMUM_THREADS")
 NOISE_VARIANCE = 0.02
@@ -158,8 +160,6 @@ def run(args: argparse.Namespace) -> int:
         print(cartpole_step.format_table(result, settings["calls"], settings["warmup"]))
     else:
         result = measure(settings, log=log)
-        from .latency_goals import goal_lines
-
         print(format_table(result))
         print("\n".join(goal_lines(result)))
     if args.out is not None:
@@ -390,14 +390,9 @@ def measure(st: dict, log=lambda msg: None) -> dict:
 
 # ---------------------------------------------------------------------- output
 def _ratio_text(summary: dict) -> str:
-    def one(r: float) -> str:
-        if r >= 1.0 - 1e-9:  # equal up to round-off
-            return "1"
-        return f"1-{1.0 - r:.0e}" if 1.0 - r < 1e-3 else f"{r:.4f}"
-
     if not summary["count"]:
         return "-"
-    return f"{one(summary['median'])} ({one(summary['worst'])})"
+    return f"{ratio_text(summary['median'])} ({ratio_text(summary['worst'])})"
 
 
 def format_table(result: dict) -> str:

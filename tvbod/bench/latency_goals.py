@@ -3,7 +3,13 @@ each goal met, MISSED, or not measured with what to add to the command."""
 
 from __future__ import annotations
 
-from .latency import _ratio_text
+
+def ratio_text(r: float) -> str:
+    """One value/ref ratio as the table shows it: `1` (equal to 1e-9), `1-2e-06`, or `0.9894`."""
+    if r >= 1.0 - 1e-9:  # equal up to round-off
+        return "1"
+    return f"1-{1.0 - r:.0e}" if 1.0 - r < 1e-3 else f"{r:.4f}"
+
 
 #: Issue 15's goals at d = 4, n = 400: ask p50 (ms), BoTorch's step over tell+ask (at least),
 #: tell+ask over the plain numpy step (at most).
@@ -52,7 +58,7 @@ def _value_goal(result: dict) -> str:
         others = [r[k]["worst"] for r in rows for k in r
                   if k.endswith("_value_ratio") and k != "ask_value_ratio" and r[k]["count"]]
         ok &= not others or worst >= min(others) - 1e-9
-        parts.append(f"d={d} {_ratio_text({'median': worst, 'worst': worst, 'count': 1}).split()[0]}"
+        parts.append(f"d={d} {ratio_text(worst)}"
                      + (f" (compared {min(others):.6f})" if others else ""))
     if not parts:
         return "goal ask value/ref worst per d: not measured (--ref-calls 0)"

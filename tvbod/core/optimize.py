@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import newton
 from .acquisition import UCB
 from .sobol import MAX_DIM, scrambled_sobol
 
@@ -75,8 +74,11 @@ def maximize_on_box(
     starts = cands[gp.screen_best(cands, t_query, acq.score, k)]
     if budget.maxiter > 0 and gp.n > 0:
         polish = _polish
-        if budget.polish == "newton" and newton.supports(gp, acq):
-            polish = newton.newton_polish
+        if budget.polish == "newton":
+            from . import newton  # scipy.linalg: only for a box ask that uses it
+
+            if newton.supports(gp, acq):
+                polish = newton.newton_polish
         points, mean, var = polish(gp, t_query, acq, starts, lower, upper, budget.maxiter)
     else:
         points, (mean, var) = starts, gp.predict(starts, t_query)
