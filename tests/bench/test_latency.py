@@ -171,6 +171,10 @@ def test_cartpole_step_table_times_the_shipped_optimizer_with_its_refit(tmp_path
         assert 0 < row["refit_share"] < 1
         assert row["plants_per_core"] == pytest.approx(1000 / row["step_cpu_ms"]["p50"])
         assert 0 < row["refit_cpu_share"] < 1
+        assert 0 < row["ask_ms"]["p50"] <= row["step_ms"]["p99"]
+    assert result["polish"] == "lbfgsb-joint"
+    assert "goal cart-pole step p50 <= 15 ms and >= 70 plants per core at n=300: not measured" \
+        in proc.stdout
 
 
 def test_cartpole_step_legacy_refit_is_tvbod_0_2s():
@@ -181,3 +185,53 @@ def test_cartpole_step_legacy_refit_is_tvbod_0_2s():
     assert (legacy.objective, legacy.refit_tolerance) == ("explicit-inverse", 0.0)
     assert (shipped.objective, shipped.refit_tolerance) == ("factored", 0.05)
     assert legacy.maxiter == shipped.maxiter == 30  # otherwise the shipped file's own settings
+
+
+def test_cartpole_step_polish_override_gives_the_newton_ask():
+    from tvbod.bench import cartpole_step
+
+    assert cartpole_step.shipped_strategy(0).budget.polish == "lbfgsb-joint"
+    assert cartpole_step.shipped_strategy(0, polish="newton").budget.polish == "newton"
+    assert latency.build_strategy(2, 3, polish="newton").budget.polish == "newton"
+
+
+def test_compare_numpy_times_the_plain_step_on_the_same_data(tmp_path):
+    proc = _run_module("--quick", "--dims", "2", "--sizes", "30", "--compare", "numpy",
+                       "--polish", "newton", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    row = json.loads((tmp_path / "results.json").read_text())["rows"][0]
+    assert row["numpy_ms"]["p50"] > 0 and row["numpy_over_ask_tell"] > 0
+    assert row["numpy_value_ratio"]["worst"] <= 1 + 1e-9
+    assert row["numpy_value_ratio"]["worst"] > 0.99  # a real maximizer, not a random point
+    assert "numpy/(ask+tell)" in proc.stdout and "(polish: newton)" in proc.stdout
+    assert "goal tell+ask <= 0.4x the plain numpy step at d=4 n=400: not measured" in proc.stdout
+
+
+def test_compare_rejects_an_unknown_step():
+    proc = _run_module("--quick", "--compare", "numpy,gpy")
+    assert proc.returncode == 2 and "expected botorch, numpy or botorch,numpy" in proc.stderr
+
+
+def _goal_result(ask: float, numpy: float | None, ratios: dict) -> dict:
+    rows = []
+    for d, worst in ratios.items():
+        row = {"d": d, "n": 400, "ask_ms": {"p50": ask}, "tell_ms": {"p50": 0.5},
+               "ask_value_ratio": {"median": 1.0, "worst": worst, "count": 5}}
+        if numpy is not None:
+            row.update(numpy_ms={"p50": numpy}, numpy_over_ask_tell=numpy / (ask + 0.5),
+                       numpy_value_ratio={"median": 1.0, "worst": 0.999, "count": 5})
+        rows.append(row)
+    return {"rows": rows}
+
+
+def test_goal_lines_say_met_missed_or_not_measured():
+    from tvbod.bench.latency_goals import goal_lines
+
+    met = goal_lines(_goal_result(2.5, 10.0, {4: 1.0, 8: 0.9995}))
+    assert met[0] == "goal ask p50 <= 3 ms at d=4 n=400: met (2.50 ms; the lead measures it idle)"
+    assert "BoTorch's step at d=4 n=400: not measured (--compare botorch)" in met[1]
+    assert met[2] == "goal tell+ask <= 0.4x the plain numpy step at d=4 n=400: met (0.30x)"
+    assert met[3].startswith("goal ask value/ref worst per d >= the compared steps': met; d=4 1")
+    assert "d=8 1-5e-04" in met[3]  # the table's notation for gaps under 1e-3
+    missed = goal_lines(_goal_result(3.5, 9.0, {4: 0.99}))
+    assert [ln.split(": ")[1].split()[0] for ln in missed] == ["MISSED", "not", "MISSED", "MISSED;"]

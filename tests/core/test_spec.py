@@ -41,6 +41,7 @@ BOX = {"type": "box", "lower": [0.0, 0.0], "upper": [1.0, 1.0]}
     ({"domain": BOX, "strategy": "ui-tvbo"}, "drift_variance"),
     ({"domain": BOX, "measurement": {"scale": -1}}, "measurement.scale"),
     ({"domain": BOX, "budget": {"starts": 0}}, "budget.starts"),
+    ({"domain": BOX, "budget": {"polish": "bfgs"}}, "budget.polish"),
     ({"domain": BOX, "seed": -1}, "seed"),
     ("not a mapping", "optimizer"),
 ])
@@ -67,3 +68,17 @@ def test_spec_is_frozen():
     spec = parse_spec({"domain": BOX})
     with pytest.raises(AttributeError):
         spec.seed = 3
+
+
+def test_budget_polish_defaults_to_lbfgsb_and_newton_is_opt_in():
+    from tvbod.core.spec import with_explicit_trigger
+
+    assert parse_spec({"domain": BOX}).polish == "lbfgsb-joint"
+    assert parse_spec({"domain": BOX, "budget": {"polish": "newton"}}).polish == "newton"
+    assert make_strategy({"domain": BOX, "budget": {"polish": "newton"}}).budget.polish == "newton"
+    # the default is the polish every stored state was written with: nothing to spell out, so a
+    # plant's fingerprint (and its replay) stays what it was
+    assert "budget" not in with_explicit_trigger({"domain": BOX}, stored_before_0_2=True)
+    with pytest.raises(SpecError) as err:
+        parse_spec({"domain": BOX, "budget": {"polish": "bfgs"}})
+    assert "newton" in err.value.allowed and "lbfgsb-joint" in err.value.allowed

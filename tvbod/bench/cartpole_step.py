@@ -26,15 +26,18 @@ SIZES = (50, 150, 300)
 LEGACY_REFIT = {"objective": "explicit-inverse", "refit_tolerance": 0.0}
 
 
-def shipped_strategy(seed: int = 0, refit: str = "shipped"):
+def shipped_strategy(seed: int = 0, refit: str = "shipped", polish: str | None = None):
     """The shipped cart-pole optimizer (`PLANT_FILE`'s `optimizer:`), seeded; `refit: legacy`
-    with `LEGACY_REFIT` in its `hyperparameters` (the "before" of docs/benchmarks.md)."""
+    with `LEGACY_REFIT` in its `hyperparameters` (the "before" of docs/benchmarks.md); `polish`
+    overrides its `budget.polish` (e.g. `newton`, the opt-in Newton polish)."""
     from tvbod.core import make_strategy
     from tvbod.service.config import load_plant_config
 
     mapping = {**load_plant_config(PLANT_FILE).optimizer_mapping, "seed": seed}
     if refit == "legacy":
         mapping["hyperparameters"] = {**mapping["hyperparameters"], **LEGACY_REFIT}
+    if polish:
+        mapping["budget"] = {**mapping.get("budget", {}), "polish": polish}
     return make_strategy(mapping)
 
 
@@ -78,19 +81,21 @@ def _time_steps(base, episodes: _Episodes, calls: int, warmup: int) -> dict:
     s, ep = copy.deepcopy(base), copy.deepcopy(episodes)
     x = s.ask()
     refits = _timed_refits(s)
-    steps, cpu, refit_s, refit_cpu = [], [], [], []
+    steps, cpu, refit_s, refit_cpu, asks = [], [], [], [], []
     for k in range(warmup + calls):
         y = ep.measure(s, x)
         del refits[:]
         t0, c0 = time.perf_counter(), time.process_time()
         s.tell(x, y)
+        t1, told = time.perf_counter(), len(refits)
         x = s.ask()
         if k >= warmup:
             steps.append(time.perf_counter() - t0)
+            asks.append(time.perf_counter() - t1 - sum(w for w, _ in refits[told:]))
             cpu.append(time.process_time() - c0)
             refit_s.append(sum(w for w, _ in refits))
             refit_cpu.append(sum(c for _, c in refits))
-    return {"steps": steps, "cpu": cpu, "refits": refit_s, "refit_cpu": refit_cpu}
+    return {"steps": steps, "cpu": cpu, "refits": refit_s, "refit_cpu": refit_cpu, "asks": asks}
 
 
 def measure(st: dict, percentiles, log=lambda msg: None) -> dict:
@@ -100,7 +105,7 @@ def measure(st: dict, percentiles, log=lambda msg: None) -> dict:
 
     sizes = sorted(st.get("step_sizes") or SIZES)
     refit = st.get("refit") or "shipped"
-    strategy, episodes = shipped_strategy(st["seed"], refit), _Episodes(st["seed"])
+    strategy, episodes = shipped_strategy(st["seed"], refit, st.get("polish")), _Episodes(st["seed"])
     x, rows = strategy.ask(), []
     for n in sizes:
         while strategy.t <= n:  # after n tells D holds n points (unless the trigger fired)
@@ -113,24 +118,44 @@ def measure(st: dict, percentiles, log=lambda msg: None) -> dict:
         rows.append({"n": n, "dataset_size": int(strategy.gp.n), "step_ms": step_ms,
                      "step_cpu_ms": cpu_ms, "refit_ms": refit_ms,
                      "refit_cpu_ms": percentiles(r["refit_cpu"]),
+                     "ask_ms": percentiles(r["asks"]),
                      "refit_share": float(np.sum(r["refits"]) / np.sum(r["steps"])),
                      "refit_cpu_share": float(np.sum(r["refit_cpu"]) / np.sum(r["cpu"])),
                      "plants_per_core": 1000.0 / cpu_ms["p50"]})
         log(f"cart-pole step n={n}: {time.perf_counter() - t0:.1f} s")
-    return {"plant_file": str(PLANT_FILE.name), "refit": refit, "rows": rows}
+    return {"plant_file": str(PLANT_FILE.name), "refit": refit,
+            "polish": strategy.budget.polish, "rows": rows}
 
 
 def format_table(result: dict, calls: int, warmup: int) -> str:
     head = ["n", "points in D", "step p50 ms", "step p99 ms", "step CPU p50 ms", "refit p50 ms",
-            "refit CPU p50 ms", "refit share (CPU)", "plants per core (1 s / CPU p50)"]
+            "refit CPU p50 ms", "refit share (CPU)", "ask p50 ms (no refit)",
+            "plants per core (1 s / CPU p50)"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in result["rows"]:
         lines.append("| " + " | ".join([
             str(r["n"]), str(r["dataset_size"]), f"{r['step_ms']['p50']:.2f}",
             f"{r['step_ms']['p99']:.2f}", f"{r['step_cpu_ms']['p50']:.2f}",
             f"{r['refit_ms']['p50']:.2f}", f"{r['refit_cpu_ms']['p50']:.2f}",
-            f"{r['refit_share']:.0%} ({r['refit_cpu_share']:.0%})", f"{r['plants_per_core']:.0f}"]) + " |")
+            f"{r['refit_share']:.0%} ({r['refit_cpu_share']:.0%})", f"{r['ask_ms']['p50']:.2f}",
+            f"{r['plants_per_core']:.0f}"]) + " |")
     lines.append(f"\nCart-pole step (tell + MAP refit + ask) of {result['plant_file']}'s optimizer "
-                 f"(refit: {result['refit']}), "
-                 f"{calls} timed steps after {warmup} warm-up per row; one BLAS thread.")
+                 f"(refit: {result['refit']}, polish: {result.get('polish', 'lbfgsb-joint')}), "
+                 f"{calls} timed steps after {warmup} warm-up per row; one BLAS thread; "
+                 "ask: the proposal after the tell (screen, polish), without the refit the ask settles.")
+    lines += goal_lines(result)
     return "\n".join(lines)
+
+
+#: Issue 15's goal for the step at n = 300: p50 (ms) and plants per core.
+GOAL_N, GOAL_STEP_MS, GOAL_PLANTS = 300, 15.0, 70
+
+
+def goal_lines(result: dict) -> list[str]:
+    row = next((r for r in result["rows"] if r["n"] == GOAL_N), None)
+    text = f"goal cart-pole step p50 <= {GOAL_STEP_MS:g} ms and >= {GOAL_PLANTS} plants per core at n={GOAL_N}"
+    if row is None:
+        return [f"{text}: not measured (add --sizes {GOAL_N})"]
+    ok = row["step_ms"]["p50"] <= GOAL_STEP_MS and row["plants_per_core"] >= GOAL_PLANTS
+    return [f"{text}: {'met' if ok else 'MISSED'} ({row['step_ms']['p50']:.1f} ms, "
+            f"{row['plants_per_core']:.0f} plants per core; the lead measures it idle)"]

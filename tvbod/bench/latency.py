@@ -10,6 +10,11 @@ points of `objective` plus noise, told one by one. One BLAS thread. Timed (`perf
   replaced by `ExactGP.fit` on all n + 1 points.
 - botorch (`--compare botorch`): SingleTaskGP with the same fixed hyperparameters + UCB +
   `optimize_acqf(num_restarts=5, raw_samples=1000)`, model construction included.
+- numpy (`--compare numpy`): the plain numpy/scipy step (`numpy_step.py`): Cholesky append, 1000
+  Sobol candidates in float64, one batched L-BFGS-B from the best 5; tell and ask together.
+
+Goal lines (issue 15) follow the table: ask p50 at d = 4, n = 400, tell+ask against BoTorch's and
+the plain step there, and the worst value/ref per d; each says met, missed or not measured.
 
 value/ref: UCB at a proposal over a dense reference maximum at the same step (2^15 Sobol points +
 L-BFGS-B from the best 50 and from the proposals; the best value seen, so <= 1). Details and
@@ -29,6 +34,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from .latency_goals import goal_lines, ratio_text
 
 _THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
                 "VECLIB_MAXIMUM_THREADS")
@@ -63,13 +70,29 @@ def _int_list(text: str) -> list[int]:
     return out
 
 
+COMPARES = ("botorch", "numpy")
+
+
+def _compare_list(text: str) -> str:
+    names = [v.strip() for v in text.split(",") if v.strip()]
+    if not names or any(v not in COMPARES for v in names):
+        raise argparse.ArgumentTypeError(f"expected botorch, numpy or botorch,numpy; got {text!r}")
+    return ",".join(v for v in COMPARES if v in names)
+
+
+def _compared(st: dict) -> list[str]:
+    return (st.get("compare") or "").split(",") if st.get("compare") else []
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dims", type=_int_list, help="dimensions, comma-separated (1,2,4,8)")
     parser.add_argument("--sizes", type=_int_list, help="dataset sizes n (10,100,400,1000)")
     parser.add_argument("--calls", type=int, help="timed calls per measurement (30)")
     parser.add_argument("--warmup", type=int, help="untimed calls before them (5)")
     parser.add_argument("--ref-calls", type=int, help="asks checked against the dense reference (5)")
-    parser.add_argument("--compare", choices=["botorch"], help="time BoTorch's step in the same run")
+    parser.add_argument("--compare", type=_compare_list,
+                        help="also time BoTorch's step (botorch; the anchors extra), the plain "
+                             "numpy/scipy step (numpy), or both (botorch,numpy) in the same run")
     parser.add_argument("--out", type=Path, help="directory for results.json and latency.png")
     parser.add_argument("--quick", action="store_true", help="a tiny run, for tests")
     parser.add_argument("--cartpole-step", action="store_true",
@@ -78,6 +101,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--refit", choices=["shipped", "legacy"],
                         help="with --cartpole-step: the shipped file's MAP refit (default) or "
                              "tvbod 0.2's (objective: explicit-inverse, refit_tolerance: 0)")
+    parser.add_argument("--polish", choices=["newton", "lbfgsb-joint"],
+                        help="the box ask's budget.polish (default: the spec default, "
+                             "lbfgsb-joint; newton: the opt-in Newton polish)")
     parser.add_argument("--seed", type=int, default=0)
 
 
@@ -91,6 +117,7 @@ def _settings(args: argparse.Namespace) -> dict:
     base["ref_calls"] = min(base["ref_calls"], base["calls"])
     step = bool(getattr(args, "cartpole_step", False))
     return dict(base, compare=args.compare, seed=args.seed, quick=bool(args.quick),
+                polish=getattr(args, "polish", None),
                 cartpole_step=step, refit=getattr(args, "refit", None),
                 step_sizes=(args.sizes or ([12, 24] if args.quick else None)) if step else None)
 
@@ -100,7 +127,7 @@ def _argv(args: argparse.Namespace) -> list[str]:
     for key in ("dims", "sizes"):
         if getattr(args, key, None):
             out += [f"--{key}", ",".join(map(str, getattr(args, key)))]
-    for key in ("calls", "warmup", "ref_calls", "compare", "out", "seed", "refit"):
+    for key in ("calls", "warmup", "ref_calls", "compare", "out", "seed", "refit", "polish"):
         if getattr(args, key, None) is not None:
             out += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
     return (out + (["--quick"] if args.quick else [])
@@ -121,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
             return subprocess.run(cmd, env=env, check=False).returncode
         os.environ.update({v: "1" for v in _THREAD_VARS})
     settings = _settings(args)
-    if settings["compare"] == "botorch" and importlib.util.find_spec("botorch") is None:
+    if "botorch" in _compared(settings) and importlib.util.find_spec("botorch") is None:
         print(_ANCHORS_HINT, file=sys.stderr)
         return 2
     log = functools.partial(print, file=sys.stderr, flush=True)
@@ -134,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         result = measure(settings, log=log)
         print(format_table(result))
+        print("\n".join(goal_lines(result)))
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -143,8 +171,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------- measurement
-def build_strategy(d: int, n: int, seed: int = 0):
-    """A `gp-ucb` strategy on `[0, 1]^d` that has been told `n` noisy points of `objective`."""
+def build_strategy(d: int, n: int, seed: int = 0, polish: str | None = None):
+    """A `gp-ucb` strategy on `[0, 1]^d` that has been told `n` noisy points of `objective`
+    (with `budget.polish: polish` if given)."""
     import numpy as np
 
     from tvbod.core import make_strategy
@@ -153,6 +182,7 @@ def build_strategy(d: int, n: int, seed: int = 0):
         "strategy": "gp-ucb", "domain": {"lower": [0.0] * d, "upper": [1.0] * d},
         "kernel": {"type": "se", "lengthscales": lengthscale(d)},
         "noise_variance": NOISE_VARIANCE, "seed": seed,
+        **({"budget": {"polish": polish}} if polish else {}),
     })
     rng = np.random.default_rng([seed, d, n])
     X = rng.random((n, d))
@@ -303,25 +333,27 @@ def _ratio_summary(ratios: list[float]) -> dict:
     return {"median": float(np.median(ratios)), "worst": float(min(ratios)), "count": len(ratios)}
 
 
-def measure_one(d: int, n: int, st: dict, botorch=None) -> dict:
-    """All measurements for one `(d, n)`: ask, tell, refactor tell, values, and BoTorch's step."""
-    base = build_strategy(d, n, st["seed"])
+def measure_one(d: int, n: int, st: dict, others: dict | None = None) -> dict:
+    """All measurements for one `(d, n)`: ask, tell, refactor tell, values, and the compared
+    steps (`others`: name -> an object with `time_steps`, e.g. BoTorch's and the plain step)."""
+    others = others or {}
+    base = build_strategy(d, n, st["seed"], st.get("polish"))
     ask_s, proposals, steps = time_asks(base, st["calls"], st["warmup"])
     sets = [proposals]
     row = {"d": d, "n": n, "lengthscale": lengthscale(d), "ask_ms": _percentiles(ask_s)}
-    if botorch is not None:
-        bt_s, bt_props = botorch.time_steps(base, steps, st["warmup"])
-        sets.append(bt_props)
-        row["botorch_ms"] = _percentiles(bt_s)
+    for name, other in others.items():
+        o_s, o_props = other.time_steps(base, steps, st["warmup"])
+        sets.append(o_props)
+        row[f"{name}_ms"] = _percentiles(o_s)
     ratios = _value_ratios(base, steps, sets, st)
     row["ask_value_ratio"] = _ratio_summary(ratios[0])
-    if botorch is not None:
-        row["botorch_value_ratio"] = _ratio_summary(ratios[1])
+    for name, r in zip(others, ratios[1:]):
+        row[f"{name}_value_ratio"] = _ratio_summary(r)
     for key, refactor in (("tell_ms", False), ("tell_refactor_ms", True)):
         row[key] = _percentiles(time_tells(base, st["calls"], st["warmup"], refactor, st["seed"]))
-    if botorch is not None:
-        row["botorch_over_ask"] = row["botorch_ms"]["p50"] / row["ask_ms"]["p50"]
-        row["botorch_over_ask_tell"] = row["botorch_ms"]["p50"] / (
+    for name in others:
+        row[f"{name}_over_ask"] = row[f"{name}_ms"]["p50"] / row["ask_ms"]["p50"]
+        row[f"{name}_over_ask_tell"] = row[f"{name}_ms"]["p50"] / (
             row["ask_ms"]["p50"] + row["tell_ms"]["p50"])
     row["refactor_posterior_max_abs_diff"] = refactor_posterior_gap(base, st["seed"])
     return row
@@ -332,45 +364,45 @@ def measure(st: dict, log=lambda msg: None) -> dict:
     import numpy as np
     import scipy
 
-    from tvbod.bench.botorch_step import BoTorchStep
+    others = {}
+    if "botorch" in _compared(st):
+        from tvbod.bench.botorch_step import BoTorchStep
 
-    botorch = (BoTorchStep(NOISE_VARIANCE, lengthscale, _beta) if st["compare"] == "botorch"
-               else None)
+        others["botorch"] = BoTorchStep(NOISE_VARIANCE, lengthscale, _beta)
+    if "numpy" in _compared(st):
+        from tvbod.bench.numpy_step import PlainStep
+
+        others["numpy"] = PlainStep(NOISE_VARIANCE, lengthscale, _beta)
     load_before = os.getloadavg()
     rows = []
     for d in st["dims"]:
         for n in st["sizes"]:
             t0 = time.perf_counter()
-            rows.append(measure_one(d, n, st, botorch))
+            rows.append(measure_one(d, n, st, others))
             log(f"d={d} n={n}: {time.perf_counter() - t0:.1f} s")
     env = {"numpy": np.__version__, "scipy": scipy.__version__, "python": sys.version.split()[0],
            "cpus": os.cpu_count(), "blas_threads": {v: os.environ.get(v) for v in _THREAD_VARS},
            "loadavg_1min_before_after": [load_before[0], os.getloadavg()[0]]}
-    if botorch is not None:
-        env.update(botorch.versions)
+    if "botorch" in others:
+        env.update(others["botorch"].versions)
     return {"settings": st, "environment": env, "rows": rows}
 
 
 # ---------------------------------------------------------------------- output
 def _ratio_text(summary: dict) -> str:
-    def one(r: float) -> str:
-        if r >= 1.0 - 1e-9:  # equal up to round-off
-            return "1"
-        return f"1-{1.0 - r:.0e}" if 1.0 - r < 1e-3 else f"{r:.4f}"
-
     if not summary["count"]:
         return "-"
-    return f"{one(summary['median'])} ({one(summary['worst'])})"
+    return f"{ratio_text(summary['median'])} ({ratio_text(summary['worst'])})"
 
 
 def format_table(result: dict) -> str:
     """The markdown table of one run."""
-    botorch = result["settings"]["compare"] == "botorch"
+    others = _compared(result["settings"])
     head = ["d", "n", "ask p50 ms", "ask p99 ms", "ask value/ref med (worst)", "tell p50 ms",
             "tell p99 ms", "refactor tell p50 ms", "refactor tell p99 ms", "refactor/append"]
-    if botorch:
-        head += ["botorch p50 ms", "botorch p99 ms", "botorch value/ref med (worst)", "botorch/ask",
-                 "botorch/(ask+tell)"]
+    for name in others:
+        head += [f"{name} p50 ms", f"{name} p99 ms", f"{name} value/ref med (worst)",
+                 f"{name}/ask", f"{name}/(ask+tell)"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in result["rows"]:
         cells = [str(r["d"]), str(r["n"]), f"{r['ask_ms']['p50']:.2f}", f"{r['ask_ms']['p99']:.2f}",
@@ -378,15 +410,16 @@ def format_table(result: dict) -> str:
                  f"{r['tell_ms']['p99']:.3f}", f"{r['tell_refactor_ms']['p50']:.3f}",
                  f"{r['tell_refactor_ms']['p99']:.3f}",
                  f"{r['tell_refactor_ms']['p50'] / r['tell_ms']['p50']:.1f}x"]
-        if botorch:
-            cells += [f"{r['botorch_ms']['p50']:.1f}", f"{r['botorch_ms']['p99']:.1f}",
-                      _ratio_text(r["botorch_value_ratio"]), f"{r['botorch_over_ask']:.1f}x",
-                      f"{r['botorch_over_ask_tell']:.1f}x"]
+        for name in others:
+            cells += [f"{r[name + '_ms']['p50']:.1f}", f"{r[name + '_ms']['p99']:.1f}",
+                      _ratio_text(r[name + "_value_ratio"]), f"{r[name + '_over_ask']:.2f}x",
+                      f"{r[name + '_over_ask_tell']:.2f}x"]
         lines.append("| " + " | ".join(cells) + " |")
     st = result["settings"]
     load = result["environment"]["loadavg_1min_before_after"]
     lines.append(
-        f"\nSE lengthscale 0.2 sqrt(d), noise variance 0.02, default budget; {st['calls']} timed "
+        f"\nSE lengthscale 0.2 sqrt(d), noise variance 0.02, default budget (polish: "
+        f"{st.get('polish') or 'lbfgsb-joint'}); {st['calls']} timed "
         f"calls after {st['warmup']} warm-up per cell (p99 of so few calls ~ the slowest); "
         f"value/ref over {st['ref_calls']} calls against {st['ref_candidates']} Sobol points + "
         f"L-BFGS-B from the best {st['ref_starts']}; one BLAS thread; load average "

@@ -149,6 +149,12 @@ class UCB:
     def final(self, points, mean, var) -> np.ndarray:
         return self.score(mean, var)
 
+    def partials(self, mean, sd) -> tuple[np.ndarray, ...]:
+        """`a(mu, sigma) = mu + kappa sigma` and its partials `(a, a_mu, a_sigma, a_mu_mu,
+        a_mu_sigma, a_sigma_sigma)` (the Newton polish, `tvbod.core.newton`)."""
+        one, zero = np.ones_like(mean), np.zeros_like(mean)
+        return mean + self.kappa * sd, one, self.kappa * one, zero, zero, zero
+
 
 @dataclass(frozen=True)
 class EI:
@@ -166,6 +172,22 @@ class EI:
 
     def final(self, points, mean, var) -> np.ndarray:
         return self.score(mean, var)
+
+    def partials(self, mean, sd) -> tuple[np.ndarray, ...]:
+        """EI as `a(mu, sigma)` and its partials (as `UCB.partials`): `a_mu = Phi(z)`,
+        `a_sigma = phi(z)`, `a_mu_mu = phi / sigma`, `a_mu_sigma = -z phi / sigma`,
+        `a_sigma_sigma = z^2 phi / sigma`; where sigma is 0, `max(mu - f* - xi, 0)` (its slope)."""
+        imp = mean - self.best - self.xi
+        ok = sd > 1e-12
+        safe = np.where(ok, sd, 1.0)
+        z = imp / safe
+        pdf, cdf = _norm_pdf_cdf(z)
+        zero = np.zeros_like(mean)
+        value = np.where(ok, imp * cdf + sd * pdf, np.maximum(imp, 0.0))
+        a_mu = np.where(ok, cdf, (imp > 0).astype(float))
+        a_sd = np.where(ok, pdf, zero)
+        curv = np.where(ok, pdf / safe, zero)
+        return value, a_mu, a_sd, curv, -z * curv, z * z * curv
 
 
 @dataclass(frozen=True)

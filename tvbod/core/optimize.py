@@ -16,15 +16,21 @@ from .sobol import MAX_DIM, scrambled_sobol
 
 #: Scores within this (relative) of the maximum tie on a finite set; the lowest index wins.
 TIE_TOLERANCE = 1e-12
+#: `budget.polish`: one L-BFGS-B problem for all starts (the default, as in tvbod <= 0.2), or the
+#: projected Newton ascent of every start at once (`tvbod.core.newton`; opt-in: docs/benchmarks.md,
+#: *Latency*, for its effect on the cart-pole's regret).
+POLISHES = ("lbfgsb-joint", "newton")
 
 
 @dataclass(frozen=True)
 class Budget:
-    """How hard the box optimizer works: Sobol `candidates`, L-BFGS-B `starts`, and `maxiter`."""
+    """How hard the box optimizer works: Sobol `candidates`, polish `starts` and `maxiter`
+    (iterations per polish), and the `polish` (`POLISHES`)."""
 
     candidates: int = 1024
     starts: int = 5
     maxiter: int = 50
+    polish: str = "lbfgsb-joint"
 
 
 def sobol_unit(dim: int, n: int, seed: int) -> np.ndarray:
@@ -56,8 +62,9 @@ def maximize_on_box(
     Candidates are `unit_candidates` rotated by `shift` modulo 1 (a Cranley-Patterson rotation, so
     every step sees a fresh low-discrepancy set), plus `extra` points (e.g. the best data points).
     They are ranked by `acq.score` in float32 (`gp.screen_best`: the top `starts` without solving
-    for every candidate), the best `starts` are polished together as one L-BFGS-B problem (the sum
-    of separable objectives), and the winner is chosen on float64 `acq.final` values.
+    for every candidate), the best `starts` are polished (`budget.polish`: as one L-BFGS-B problem,
+    the sum of separable objectives, or all at once by projected Newton, `tvbod.core.newton`), and
+    the winner is chosen on float64 `acq.final` values among the starts and their polished ends.
     """
     span = upper - lower
     cands = lower + np.mod(unit_candidates + shift, 1.0) * span
@@ -66,7 +73,13 @@ def maximize_on_box(
     k = min(budget.starts, len(cands))
     starts = cands[gp.screen_best(cands, t_query, acq.score, k)]
     if budget.maxiter > 0 and gp.n > 0:
-        points, mean, var = _polish(gp, t_query, acq, starts, lower, upper, budget.maxiter)
+        polish = _polish
+        if budget.polish == "newton":
+            from . import newton  # scipy.linalg: only for a box ask that uses it
+
+            if newton.supports(gp, acq):
+                polish = newton.newton_polish
+        points, mean, var = polish(gp, t_query, acq, starts, lower, upper, budget.maxiter)
     else:
         points, (mean, var) = starts, gp.predict(starts, t_query)
     values = acq.final(points, mean, var)

@@ -12,6 +12,7 @@ import numpy as np
 
 from . import validate
 from .errors import InvalidValue, SpecError
+from .optimize import POLISHES
 from .spec_sections import (EXPLORATIONS, PAPER_TRIGGER, TRIGGERS,  # noqa: F401 (re-exported)
                             ExplorationSpec, TriggerSpec, parse_exploration, parse_trigger)
 
@@ -105,6 +106,7 @@ class OptimizerSpec:
     candidates: int = 1024
     starts: int = 5
     maxiter: int = 50
+    polish: str = "lbfgsb-joint"  # `budget.polish`: one of `optimize.POLISHES`
     seed: int = 0
     hyper: HyperSpec | None = None
     reset: str | None = None  # overrides the preset's reset policy
@@ -348,7 +350,7 @@ def _parse_spec(spec: Mapping) -> OptimizerSpec:
     _check_keys(beta, {"c1", "c2"}, "beta.")
     meas = _parse_measurement(m.get("measurement", {}))
     budget = _mapping(m.get("budget", {}), "budget")
-    _check_keys(budget, {"candidates", "starts", "maxiter"}, "budget.")
+    _check_keys(budget, {"candidates", "starts", "maxiter", "polish"}, "budget.")
     kw = {}
     if strategy == "r-gp-ucb" or reset == "periodic":
         kw["reset_period"] = _integer(m["reset_period"], "reset_period", 1)
@@ -372,6 +374,7 @@ def _parse_spec(spec: Mapping) -> OptimizerSpec:
                             1 << 20),
         starts=_integer(budget.get("starts", _OPT.starts), "budget.starts", 1, 1000),
         maxiter=_integer(budget.get("maxiter", _OPT.maxiter), "budget.maxiter", 0, 10000),
+        polish=_choice(budget.get("polish", _OPT.polish), "budget.polish", POLISHES),
         seed=_integer(m.get("seed", _OPT.seed), "seed", 0, 2**63 - 1),
         hyper=_parse_hyper(m.get("hyperparameters", {}), kernel),
         reset=reset,

@@ -1,0 +1,56 @@
+"""State written by main d70b7a9, before `budget.polish` existed (tests/fixtures/state-main-lbfgsb:
+every proposal polished by L-BFGS-B) replays exactly (`lbfgsb-joint` is still the default, so a
+stored mapping without the key means what it meant); a plant file that opts in to
+`budget.polish: newton` continues it under the Newton polish as a configuration change at start,
+which replay follows."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from daemon_harness import Daemon, objective
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "state-main-lbfgsb"
+
+
+def _replay(plant_dir: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tvbod", "replay", str(plant_dir), *extra],
+                          capture_output=True, text=True, timeout=120)
+
+
+def _continue(root: Path, steps: int) -> list[dict]:
+    d = Daemon(root, existing=True).start()
+    try:
+        with d.client("beta") as c:
+            for _ in range(steps):
+                p = c.ask()
+                c.tell(p["proposal_id"], objective(p["gains"], p["t"]))
+    finally:
+        assert d.stop() == 0
+    return [e for e in d.events("beta") if e["event"] == "config_reloaded"]
+
+
+def test_state_written_before_budget_polish_replays_exactly(tmp_path):
+    root = tmp_path / "old"
+    shutil.copytree(FIXTURE, root)
+    out = _replay(root / "state" / "plants" / "beta")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "16 steps reproduced exactly" in out.stdout and "[4, 15]" in out.stdout
+
+
+def test_opting_in_to_the_newton_polish_is_a_change_at_start_that_replay_follows(tmp_path):
+    root = tmp_path / "old"
+    shutil.copytree(FIXTURE, root)
+    plant = root / "plants" / "beta.yaml"
+    original = tmp_path / "beta-lbfgsb.yaml"
+    shutil.copy(plant, original)
+    plant.write_text(plant.read_text() + "  budget: {polish: newton}\n")
+    changes = _continue(root, 8)
+    assert changes and changes[-1]["at"] == "start" and changes[-1]["changed"] == ["budget.polish"]
+    out = _replay(root / "state" / "plants" / "beta")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "24 steps reproduced exactly" in out.stdout
+    # the eight new steps really were Newton's: under the old polish throughout they diverge
+    out = _replay(root / "state" / "plants" / "beta", "--config", str(original))
+    assert out.returncode != 0 and "DIVERGED after" in out.stdout, out.stdout
