@@ -42,35 +42,35 @@ RSS_GOAL_MB = 200.0
 _SEED_SYNC_EVERY = 50
 
 
+#: `tvbod bench memory`'s options: (flag, type or "flag", default, help).
+_OPTIONS = (
+    ("--box-plants", "count", 100, "plants with the shipped cart-pole mapping (default 100)"),
+    ("--box-n", "count", 300, "observations seeded into each box plant (default 300)"),
+    ("--arms-plants", "count", 100, "plants with the shipped temperature mapping (default 100)"),
+    ("--arms-n", "count", 200, "observations seeded into each arms plant (default 200: 20 s at "
+     "10 Hz, the open-loop run's steady phase)"),
+    ("--steady", float, 0.0, "seconds of open-loop load after the one step (default 0: none)"),
+    ("--box-rate", "positive", 1.0, "with --steady (default 1)"),
+    ("--arms-rate", "positive", 10.0, "with --steady (default 10)"),
+    ("--no-daemon", "flag", False, "only the in-process breakdown, no daemon process"),
+    ("--no-breakdown", "flag", False, "only the daemon's numbers, no in-process breakdown"),
+    ("--ready-timeout", "positive", 600.0, "seconds the daemon may take to READY (default 600)"),
+    ("--step-timeout", "positive", 1800.0,
+     "seconds the one step of every plant may take (default 1800)"),
+    ("--workdir", Path, None, "keep the files here (a new directory) instead of a temporary one"),
+    ("--seeded", Path, None, "copy this earlier --workdir (same plant counts) instead of seeding: "
+     "to compare settings on one seeded state"),
+    ("--out", Path, None, "write results.json here"),
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--box-plants", type=_count, default=100,
-                        help="plants with the shipped cart-pole mapping (default 100)")
-    parser.add_argument("--box-n", type=_count, default=300,
-                        help="observations seeded into each box plant (default 300)")
-    parser.add_argument("--arms-plants", type=_count, default=100,
-                        help="plants with the shipped temperature mapping (default 100)")
-    parser.add_argument("--arms-n", type=_count, default=200,
-                        help="observations seeded into each arms plant (default 200: 20 s at "
-                             "10 Hz, the open-loop run's steady phase)")
-    parser.add_argument("--steady", type=float, default=0.0,
-                        help="seconds of open-loop load after the one step (default 0: none)")
-    parser.add_argument("--box-rate", type=_positive, default=1.0, help="with --steady (default 1)")
-    parser.add_argument("--arms-rate", type=_positive, default=10.0,
-                        help="with --steady (default 10)")
-    parser.add_argument("--no-daemon", action="store_true",
-                        help="only the in-process breakdown, no daemon process")
-    parser.add_argument("--no-breakdown", action="store_true",
-                        help="only the daemon's numbers, no in-process breakdown")
-    parser.add_argument("--ready-timeout", type=_positive, default=600.0,
-                        help="seconds the daemon may take to READY (default 600)")
-    parser.add_argument("--step-timeout", type=_positive, default=1800.0,
-                        help="seconds the one step of every plant may take (default 1800)")
-    parser.add_argument("--workdir", type=Path, default=None,
-                        help="keep the files here (a new directory) instead of a temporary one")
-    parser.add_argument("--seeded", type=Path, default=None,
-                        help="copy this earlier --workdir (same plant counts) instead of seeding: "
-                             "to compare settings on one seeded state")
-    parser.add_argument("--out", type=Path, default=None, help="write results.json here")
+    types = {"count": _count, "positive": _positive}
+    for flag, kind, default, help_ in _OPTIONS:
+        if kind == "flag":
+            parser.add_argument(flag, action="store_true", help=help_)
+        else:
+            parser.add_argument(flag, type=types.get(kind, kind), default=default, help=help_)
 
 
 def _log(line: str) -> None:
