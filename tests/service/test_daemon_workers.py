@@ -144,7 +144,13 @@ def test_sigkill_while_a_refit_runs_loses_nothing_and_resumes_exactly(tmp_path, 
         got.append((p["proposal_id"], tuple(p["gains"].values())))
         _hold(fault, "alpha")
         assert a.tell(p["proposal_id"], objective(p["gains"], p["t"]))["t"] == 6
+    workers = _children(d.proc.pid) if kind == "process" else []
+    assert workers or kind == "thread"
     d.kill()  # the acknowledged tell's refit never finished
+    deadline = time.monotonic() + 30  # worker processes die with the daemon, even held ones
+    while any(_alive(pid) for pid in workers):
+        assert time.monotonic() < deadline, [pid for pid in workers if _alive(pid)]
+        time.sleep(0.05)
     _hold(fault, None)
     d.start()
     with d.client("alpha") as a:
@@ -199,6 +205,14 @@ def test_a_checkpoint_due_while_a_job_ran_is_written_before_its_plant_answers_ag
             reply = _reply(peer)
             assert reply.get("ok") and reply["id"] == "after-the-job", reply
             assert checkpoints.load().journal_seq > before  # the tell is in the checkpoint
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` runs (not gone, not a zombie waiting for its parent)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def _children(pid: int) -> list[int]:

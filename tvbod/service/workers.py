@@ -25,6 +25,7 @@ Two kinds of workers (the daemon file's `model_workers` and `model_worker_kind`)
 from __future__ import annotations
 
 import multiprocessing
+import os
 import pickle
 import queue
 import socket
@@ -173,16 +174,25 @@ class ModelWorkers:
 _PROCESS_HOLD: Callable[[str], None] | None = None
 
 
-def _start_process_worker() -> None:
-    """A worker process's start: Ctrl-C in a terminal reaches the whole process group, but
-    stopping is the daemon's decision (it ends the pool), so the worker ignores SIGINT."""
+def _start_process_worker(daemon_pid: int) -> None:
+    """A worker process's start. It dies with the daemon: a pool's workers hold both ends of
+    their task pipe, so a SIGKILLed daemon would leave them waiting forever (measured: orphans
+    after every kill test); Linux's PR_SET_PDEATHSIG sends them SIGKILL when the daemon dies
+    (and a daemon already gone by now ends the worker at once). Ctrl-C in a terminal reaches
+    the whole process group, but stopping is the daemon's decision, so SIGINT is ignored."""
     global _PROCESS_HOLD
+    import ctypes
     import signal
 
     from tvbod.service.faults import from_environment
 
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the worker ends when its task pipe does, at the daemon's shutdown
+    if os.getppid() != daemon_pid:
+        os._exit(0)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-
     _PROCESS_HOLD = from_environment()[2]
 
 
@@ -214,7 +224,7 @@ class ProcessModelWorkers(ModelWorkers):
 
     def _new_pool(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(self._processes, multiprocessing.get_context("spawn"),
-                                   initializer=_start_process_worker)
+                                   initializer=_start_process_worker, initargs=(os.getpid(),))
 
     def _submit(self, plant: Any, propose: bool) -> Future:
         blob = pickle.dumps(plant.strategy, _PICKLE_PROTOCOL)
