@@ -8,8 +8,6 @@ or a start cleanly with what was measured, marked incomplete.
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
@@ -19,14 +17,11 @@ from tvbod.bench.daemon import run_case
 from tvbod.bench.daemon_load import LoadGenerator, PlantSpec
 from tvbod.bench.daemon_plants import plant_mapping, write_plant
 from tvbod.bench.daemon_proc import DaemonProcess, write_daemon_file
+from bench_cli import run_bench
 
 
 def _bench(tmp_path, *args, timeout=300):
-    out = subprocess.run([sys.executable, "-m", "tvbod", "bench", "daemon", *args,
-                          "--out", str(tmp_path / "out")],
-                         capture_output=True, text=True, timeout=timeout)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out, json.loads((tmp_path / "out" / "results.json").read_text())
+    return run_bench(tmp_path, "daemon", *args, timeout=timeout)
 
 
 def test_open_loop_run_seeds_through_observe_restarts_and_reports_every_class(tmp_path):

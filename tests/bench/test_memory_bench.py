@@ -3,20 +3,14 @@ configuration: a real seeding through the daemon's code, a real daemon process o
 in-process breakdown in a fresh interpreter. No size assertions that depend on the machine: the
 structure, positive numbers, and numbers that must agree with each other."""
 
-import json
 import re
-import subprocess
-import sys
 
 from tvbod.bench.memory import RSS_GOAL_MB, goal_line
+from bench_cli import run_bench
 
 
 def _bench(tmp_path, *args, timeout=600):
-    out = subprocess.run([sys.executable, "-m", "tvbod", "bench", "memory", *args,
-                          "--out", str(tmp_path / "out")],
-                         capture_output=True, text=True, timeout=timeout)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out, json.loads((tmp_path / "out" / "results.json").read_text())
+    return run_bench(tmp_path, "memory", *args, timeout=timeout)
 
 
 def test_memory_bench_seeds_runs_a_daemon_and_accounts_for_every_plant(tmp_path):
