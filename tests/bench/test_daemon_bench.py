@@ -25,3 +25,14 @@ def test_daemon_bench_cli_runs_over_tcp(tmp_path):
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "results.json").exists()
     assert out.stdout.splitlines()[1].split()[:2] == ["2", "tcp"]
+
+
+def test_the_daemon_benches_write_the_model_worker_kind_they_are_given(tmp_path):
+    from tvbod.bench.daemon import _write_config
+    from tvbod.service.config import load_daemon_config
+
+    for kind in ("thread", "process"):
+        root = tmp_path / kind
+        _write_config(root, 2, "box", "ipc://{runtime_dir}/tvbod.sock", kind)
+        config = load_daemon_config(root / "tvbod.yaml", env={"HOME": str(tmp_path)})
+        assert config.model_worker_kind == kind and len(config.plants) == 2
