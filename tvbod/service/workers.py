@@ -88,9 +88,10 @@ class ModelWorkers:
     says so).
     """
 
-    def __init__(self, threads: int, wake: socket.socket,
+    def __init__(self, workers: int, wake: socket.socket,
                  hold: Callable[[str], None] | None = None) -> None:
-        self._pool = ThreadPoolExecutor(max(1, threads), "tvbod-model")
+        self._workers = max(1, workers)
+        self._pool = self._new_pool()
         self._wake = wake
         self._hold = hold
         self._running: dict[str, Future] = {}
@@ -117,6 +118,9 @@ class ModelWorkers:
         self._running[plant.name] = future
         future.add_done_callback(lambda _f, name=plant.name: self._finished(name))
         return True
+
+    def _new_pool(self):
+        return ThreadPoolExecutor(self._workers, "tvbod-model")
 
     def _submit(self, plant: Any, propose: bool) -> Future:
         return self._pool.submit(self._run, plant, propose)
@@ -217,13 +221,11 @@ class ProcessModelWorkers(ModelWorkers):
 
     def __init__(self, processes: int, wake: socket.socket,
                  hold: Callable[[str], None] | None = None) -> None:
-        super().__init__(1, wake, None)  # the thread pool stays unused; `hold` is read per process
-        self._processes = max(1, processes)
-        self._pool = self._new_pool()
+        super().__init__(processes, wake, None)  # `hold` is read by each process at its start
         self._plants: dict[str, Any] = {}
 
     def _new_pool(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(self._processes, multiprocessing.get_context("spawn"),
+        return ProcessPoolExecutor(self._workers, multiprocessing.get_context("spawn"),
                                    initializer=_start_process_worker, initargs=(os.getpid(),))
 
     def _submit(self, plant: Any, propose: bool) -> Future:
