@@ -172,7 +172,7 @@ def test_cartpole_step_table_times_the_shipped_optimizer_with_its_refit(tmp_path
         assert row["plants_per_core"] == pytest.approx(1000 / row["step_cpu_ms"]["p50"])
         assert 0 < row["refit_cpu_share"] < 1
         assert 0 < row["ask_ms"]["p50"] <= row["step_ms"]["p99"]
-    assert result["polish"] == "lbfgsb-joint"
+    assert result["polish"] == "lbfgsb-joint" and result["tolerance"] == 1e-5
     assert "goal cart-pole step p50 <= 15 ms and >= 70 plants per core at n=300: not measured" \
         in proc.stdout
 
@@ -195,6 +195,17 @@ def test_cartpole_step_polish_override_gives_the_newton_ask():
     assert latency.build_strategy(2, 3, polish="newton").budget.polish == "newton"
 
 
+def test_tolerance_override_reaches_the_ask_of_both_benches():
+    from tvbod.bench import cartpole_step
+    from tvbod.core.optimize import LEGACY_TOLERANCE, TOLERANCE
+
+    legacy = LEGACY_TOLERANCE["lbfgsb-joint"]
+    assert cartpole_step.shipped_strategy(0).budget.tolerance == TOLERANCE
+    assert cartpole_step.shipped_strategy(0, tolerance=legacy).budget.tolerance == legacy
+    assert latency.build_strategy(2, 3).budget.tolerance == TOLERANCE
+    assert latency.build_strategy(2, 3, tolerance=legacy).budget.tolerance == legacy
+
+
 def test_compare_numpy_times_the_plain_step_on_the_same_data(tmp_path):
     proc = _run_module("--quick", "--dims", "2", "--sizes", "30", "--compare", "numpy",
                        "--polish", "newton", "--out", str(tmp_path))
@@ -203,7 +214,7 @@ def test_compare_numpy_times_the_plain_step_on_the_same_data(tmp_path):
     assert row["numpy_ms"]["p50"] > 0 and row["numpy_over_ask_tell"] > 0
     assert row["numpy_value_ratio"]["worst"] <= 1 + 1e-9
     assert row["numpy_value_ratio"]["worst"] > 0.99  # a real maximizer, not a random point
-    assert "numpy/(ask+tell)" in proc.stdout and "(polish: newton)" in proc.stdout
+    assert "numpy/(ask+tell)" in proc.stdout and "(polish: newton, tolerance: 1e-05)" in proc.stdout
     assert "goal tell+ask <= 0.4x the plain numpy step at d=4 n=400: not measured" in proc.stdout
 
 
@@ -231,7 +242,14 @@ def test_goal_lines_say_met_missed_or_not_measured():
     assert met[0] == "goal ask p50 <= 3 ms at d=4 n=400: met (2.50 ms; the lead measures it idle)"
     assert "BoTorch's step at d=4 n=400: not measured (--compare botorch)" in met[1]
     assert met[2] == "goal tell+ask <= 0.4x the plain numpy step at d=4 n=400: met (0.30x)"
-    assert met[3].startswith("goal ask value/ref worst per d >= the compared steps': met; d=4 1")
+    assert met[3].startswith("goal ask value/ref worst per d >= the compared steps' (within the "
+                             "polish tolerance 1e-05): met; d=4 1")
     assert "d=8 1-5e-04" in met[3]  # the table's notation for gaps under 1e-3
     missed = goal_lines(_goal_result(3.5, 9.0, {4: 0.99}))
     assert [ln.split(": ")[1].split()[0] for ln in missed] == ["MISSED", "not", "MISSED", "MISSED;"]
+    # "equal" is within the polish's tolerance: 2e-6 short of the compared step is equal at the
+    # default 1e-5, and short at a run's tighter --tolerance
+    close = _goal_result(3.5, 9.0, {4: 0.999 - 2e-6})
+    assert goal_lines(close)[3].split(": ")[1].startswith("met")
+    close["settings"] = {"tolerance": 1e-7}
+    assert goal_lines(close)[3].split(": ")[1].startswith("MISSED")

@@ -321,17 +321,18 @@ MAP = {"domain": BOX, "hyperparameters": {"lengthscales": "map"}}
 
 
 def test_a_stored_mapping_without_the_refit_keys_means_tvbod_0_2s_refit():
-    from tvbod.core.spec import HyperSpec, parse_spec, with_explicit_trigger
+    from tvbod.core.spec import HyperSpec, parse_spec
+    from tvbod.core.spec_history import with_explicit_defaults
 
-    stored = with_explicit_trigger(MAP, stored_before_0_2=True)["hyperparameters"]
+    stored = with_explicit_defaults(MAP, stored=True)["hyperparameters"]
     assert (stored["objective"], stored["refit_tolerance"]) == ("explicit-inverse", 0.0)
-    fresh = with_explicit_trigger(MAP)["hyperparameters"]
+    fresh = with_explicit_defaults(MAP)["hyperparameters"]
     assert (fresh["objective"], fresh["refit_tolerance"]) == (HyperSpec.objective,
                                                               HyperSpec.refit_tolerance)
-    hyper = parse_spec(with_explicit_trigger(MAP, stored_before_0_2=True)).hyper
+    hyper = parse_spec(with_explicit_defaults(MAP, stored=True)).hyper
     assert (hyper.objective, hyper.refit_tolerance) == ("explicit-inverse", 0.0)
     kept = {"lengthscales": "map", "objective": "factored", "refit_tolerance": 0.2}
-    assert with_explicit_trigger({**MAP, "hyperparameters": kept},
-                                 stored_before_0_2=True)["hyperparameters"] == kept
+    assert with_explicit_defaults({**MAP, "hyperparameters": kept},
+                                 stored=True)["hyperparameters"] == kept
     assert MAP["hyperparameters"] == {"lengthscales": "map"}  # the argument is left alone
-    assert "hyperparameters" not in with_explicit_trigger({"domain": BOX})
+    assert "hyperparameters" not in with_explicit_defaults({"domain": BOX})

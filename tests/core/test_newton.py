@@ -10,7 +10,7 @@ from tvbod.core import newton
 from tvbod.core.acquisition import EI, UCB
 from tvbod.core.gp import ExactGP
 from tvbod.core.kernels import ForgettingFactor, Matern52, SquaredExponential
-from tvbod.core.optimize import Budget, maximize_on_box, sobol_unit
+from tvbod.core.optimize import LEGACY_TOLERANCE, POLISHES, Budget, maximize_on_box, sobol_unit
 
 H = 1e-5  # central-difference step (the gradients are smooth at the scale of the lengthscales)
 
@@ -141,6 +141,7 @@ def test_newton_polish_is_deterministic_and_keeps_the_starts_first():
 
 @pytest.mark.parametrize("d", [2, 4])
 def test_the_newton_ask_reaches_at_least_the_lbfgsb_asks_value(d):
+    """Both polished to round-off (each polish's tolerance before `budget.tolerance` existed)."""
     gp = _gp(SquaredExponential([0.2 * np.sqrt(d)]), d, n=120)
     lo, hi = np.zeros(d), np.ones(d)
     unit = sobol_unit(d, 1024, 0)
@@ -148,7 +149,8 @@ def test_the_newton_ask_reaches_at_least_the_lbfgsb_asks_value(d):
     for k in range(6):
         shift = np.random.default_rng(k).random(d)
         acq = UCB(2.0 + 0.1 * k)
-        _, new = maximize_on_box(gp, 0.0, acq, lo, hi, unit, shift, Budget(polish="newton"))
-        _, old = maximize_on_box(gp, 0.0, acq, lo, hi, unit, shift, Budget(polish="lbfgsb-joint"))
+        tight = {p: Budget(polish=p, tolerance=LEGACY_TOLERANCE[p]) for p in POLISHES}
+        _, new = maximize_on_box(gp, 0.0, acq, lo, hi, unit, shift, tight["newton"])
+        _, old = maximize_on_box(gp, 0.0, acq, lo, hi, unit, shift, tight["lbfgsb-joint"])
         worse.append(old - new)
     assert max(worse) <= 1e-9 * 3.0

@@ -11,7 +11,7 @@ import pytest
 from scipy.stats import binom, norm
 
 from tvbod.core import SpecError, make_strategy, parse_spec
-from tvbod.core.spec import with_explicit_trigger
+from tvbod.core.spec_history import with_explicit_defaults
 from tvbod.core.trigger import RobustTrigger, pi_t, rho, wbar, window_constant
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -153,16 +153,18 @@ def _f(x, t, jump_at=30, size=0.8):
 
 def test_a_jump_is_caught_within_a_few_steps_by_the_default_trigger():
     # A rate, not an anecdote: a jump whose first post-jump sample lands where sigma is large can
-    # be absorbed by the model (the optimizer then samples next to it), so 8 of 10 are required.
+    # be absorbed by the model (the optimizer then samples next to it). Measured: caught in 86-89
+    # of 100 seeds (three polish tolerances); 30 of 40 is ~2.4 sd below that, so round-off that
+    # reshuffles which seeds are caught does not fail the test (8 of 10 did, 14 % of the time).
     caught = 0
-    for seed in range(10):
+    for seed in range(40):
         s = make_strategy(_box(seed=seed))
         rng = np.random.default_rng(seed)
         resets = [t for t in range(1, 51)
                   if s.tell(x := s.ask(), _f(x, t) + rng.normal(0, 0.1)).reset]
         assert not [t for t in resets if t < 30], resets
         caught += any(30 <= t <= 33 for t in resets)
-    assert caught >= 8
+    assert caught >= 30
 
 
 def test_refractory_period_holds_a_reset_back_and_says_so():
@@ -292,8 +294,8 @@ def test_paper_preset_is_bit_identical_to_the_trigger_of_tvbod_0_1_0(case):
     # Its spec read as a mapping stored then: with `map`, tvbod 0.2's refit (objective
     # explicit-inverse, no refit skip), as a daemon replays such state.
     golden = json.loads((FIXTURES / "paper_trigger_golden.json").read_text())[case]
-    s = make_strategy(with_explicit_trigger({**golden["spec"], "trigger": "paper"},
-                                            stored_before_0_2=True))
+    s = make_strategy(with_explicit_defaults({**golden["spec"], "trigger": "paper"},
+                                            stored=True))
     for t, row in enumerate(golden["rows"], start=1):
         x = s.ask()
         r = s.tell(x, _golden_objective(x, t))

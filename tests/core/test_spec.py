@@ -1,5 +1,6 @@
 """Bad specs are rejected with one error type naming the offending key and the allowed values."""
 
+import numpy as np
 import pytest
 
 from tvbod.core import SpecError, make_strategy, parse_spec
@@ -58,6 +59,29 @@ def test_error_lists_allowed_values():
     assert "et-gp-ucb" in err.value.allowed and "tv-gp-ucb" in err.value.allowed
 
 
+def test_budget_tolerance_is_spelled_out_new_and_legacy_for_a_stored_mapping():
+    from tvbod.core.optimize import LEGACY_TOLERANCE, TOLERANCE
+    from tvbod.core.spec_history import with_explicit_defaults
+
+    assert parse_spec({"domain": BOX}).tolerance == TOLERANCE == 1e-5
+    assert with_explicit_defaults({"domain": BOX})["budget"] == {"tolerance": TOLERANCE}
+    # a stored mapping without the key was written when each polish stopped at its own rule
+    for polish, legacy in LEGACY_TOLERANCE.items():
+        stored = with_explicit_defaults({"domain": BOX, "budget": {"polish": polish}},
+                                        stored=True)
+        assert stored["budget"] == {"polish": polish, "tolerance": legacy}
+        assert parse_spec(stored).tolerance == legacy
+    assert LEGACY_TOLERANCE["lbfgsb-joint"] == 1e7 * np.finfo(float).eps  # SciPy's default ftol
+    kept = {"domain": BOX, "budget": {"tolerance": 1e-3}}
+    assert with_explicit_defaults(kept, stored=True)["budget"] == kept["budget"]
+    arms = {"domain": {"type": "arms", "n_arms": 3}}
+    assert "budget" not in with_explicit_defaults(arms)  # no polish on a finite domain
+    for bad in (-1e-6, 0.5, "tight", True):
+        with pytest.raises(SpecError) as err:
+            parse_spec({"domain": BOX, "budget": {"tolerance": bad}})
+        assert err.value.key == "budget.tolerance"
+
+
 def test_defaults_follow_the_paper_synthetic_setting():
     spec = parse_spec({"domain": BOX})
     assert (spec.strategy, spec.beta_c1, spec.beta_c2, spec.delta_b) == ("et-gp-ucb", 0.4, 4.0, 0.1)
@@ -71,14 +95,13 @@ def test_spec_is_frozen():
 
 
 def test_budget_polish_defaults_to_lbfgsb_and_newton_is_opt_in():
-    from tvbod.core.spec import with_explicit_trigger
+    from tvbod.core.spec_history import with_explicit_defaults
 
     assert parse_spec({"domain": BOX}).polish == "lbfgsb-joint"
     assert parse_spec({"domain": BOX, "budget": {"polish": "newton"}}).polish == "newton"
     assert make_strategy({"domain": BOX, "budget": {"polish": "newton"}}).budget.polish == "newton"
-    # the default is the polish every stored state was written with: nothing to spell out, so a
-    # plant's fingerprint (and its replay) stays what it was
-    assert "budget" not in with_explicit_trigger({"domain": BOX}, stored_before_0_2=True)
+    # the default polish is the one every stored state was written with: nothing to spell out
+    assert "polish" not in with_explicit_defaults({"domain": BOX}, stored=True)["budget"]
     with pytest.raises(SpecError) as err:
         parse_spec({"domain": BOX, "budget": {"polish": "bfgs"}})
     assert "newton" in err.value.allowed and "lbfgsb-joint" in err.value.allowed

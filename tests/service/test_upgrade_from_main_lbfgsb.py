@@ -1,8 +1,8 @@
-"""State written by main d70b7a9, before `budget.polish` existed (tests/fixtures/state-main-lbfgsb:
-every proposal polished by L-BFGS-B) replays exactly (`lbfgsb-joint` is still the default, so a
-stored mapping without the key means what it meant); a plant file that opts in to
-`budget.polish: newton` continues it under the Newton polish as a configuration change at start,
-which replay follows."""
+"""State written by main d70b7a9, before `budget.polish` and `budget.tolerance` existed
+(tests/fixtures/state-main-lbfgsb: every proposal polished by L-BFGS-B to SciPy's own tolerance)
+replays exactly (a stored mapping without the keys means what it meant). The same plant file
+continues it under today's `budget.tolerance` as a configuration change at start; one that opts in
+to `budget.polish: newton` under the Newton polish as well; replay follows both."""
 
 import shutil
 import subprocess
@@ -47,10 +47,21 @@ def test_opting_in_to_the_newton_polish_is_a_change_at_start_that_replay_follows
     shutil.copy(plant, original)
     plant.write_text(plant.read_text() + "  budget: {polish: newton}\n")
     changes = _continue(root, 8)
-    assert changes and changes[-1]["at"] == "start" and changes[-1]["changed"] == ["budget.polish"]
+    assert changes and changes[-1]["at"] == "start"
+    assert changes[-1]["changed"] == ["budget.polish", "budget.tolerance"]
     out = _replay(root / "state" / "plants" / "beta")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "24 steps reproduced exactly" in out.stdout
     # the eight new steps really were Newton's: under the old polish throughout they diverge
     out = _replay(root / "state" / "plants" / "beta", "--config", str(original))
     assert out.returncode != 0 and "DIVERGED after" in out.stdout, out.stdout
+
+
+def test_the_new_polish_tolerance_is_a_change_at_start_that_replay_follows(tmp_path):
+    root = tmp_path / "old"
+    shutil.copytree(FIXTURE, root)
+    changes = _continue(root, 8)  # the same plant file: only the default changed
+    assert [(c["at"], c["changed"]) for c in changes] == [("start", ["budget.tolerance"])]
+    out = _replay(root / "state" / "plants" / "beta")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "24 steps reproduced exactly" in out.stdout

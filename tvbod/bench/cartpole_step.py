@@ -26,18 +26,20 @@ SIZES = (50, 150, 300)
 LEGACY_REFIT = {"objective": "explicit-inverse", "refit_tolerance": 0.0}
 
 
-def shipped_strategy(seed: int = 0, refit: str = "shipped", polish: str | None = None):
+def shipped_strategy(seed: int = 0, refit: str = "shipped", polish: str | None = None,
+                     tolerance: float | None = None):
     """The shipped cart-pole optimizer (`PLANT_FILE`'s `optimizer:`), seeded; `refit: legacy`
     with `LEGACY_REFIT` in its `hyperparameters` (the "before" of docs/benchmarks.md); `polish`
-    overrides its `budget.polish` (e.g. `newton`, the opt-in Newton polish)."""
+    and `tolerance` override its `budget.polish` (e.g. `newton`, the opt-in Newton polish) and
+    `budget.tolerance`."""
     from tvbod.core import make_strategy
     from tvbod.service.config import load_plant_config
 
     mapping = {**load_plant_config(PLANT_FILE).optimizer_mapping, "seed": seed}
     if refit == "legacy":
         mapping["hyperparameters"] = {**mapping["hyperparameters"], **LEGACY_REFIT}
-    if polish:
-        mapping["budget"] = {**mapping.get("budget", {}), "polish": polish}
+    given = {"polish": polish, "tolerance": tolerance}
+    mapping["budget"] = {**mapping.get("budget", {}), **{k: v for k, v in given.items() if v is not None}}
     return make_strategy(mapping)
 
 
@@ -105,7 +107,8 @@ def measure(st: dict, percentiles, log=lambda msg: None) -> dict:
 
     sizes = sorted(st.get("step_sizes") or SIZES)
     refit = st.get("refit") or "shipped"
-    strategy, episodes = shipped_strategy(st["seed"], refit, st.get("polish")), _Episodes(st["seed"])
+    strategy = shipped_strategy(st["seed"], refit, st.get("polish"), st.get("tolerance"))
+    episodes = _Episodes(st["seed"])
     x, rows = strategy.ask(), []
     for n in sizes:
         while strategy.t <= n:  # after n tells D holds n points (unless the trigger fired)
@@ -124,7 +127,7 @@ def measure(st: dict, percentiles, log=lambda msg: None) -> dict:
                      "plants_per_core": 1000.0 / cpu_ms["p50"]})
         log(f"cart-pole step n={n}: {time.perf_counter() - t0:.1f} s")
     return {"plant_file": str(PLANT_FILE.name), "refit": refit,
-            "polish": strategy.budget.polish, "rows": rows}
+            "polish": strategy.budget.polish, "tolerance": strategy.budget.tolerance, "rows": rows}
 
 
 def format_table(result: dict, calls: int, warmup: int) -> str:
@@ -140,7 +143,8 @@ def format_table(result: dict, calls: int, warmup: int) -> str:
             f"{r['refit_share']:.0%} ({r['refit_cpu_share']:.0%})", f"{r['ask_ms']['p50']:.2f}",
             f"{r['plants_per_core']:.0f}"]) + " |")
     lines.append(f"\nCart-pole step (tell + MAP refit + ask) of {result['plant_file']}'s optimizer "
-                 f"(refit: {result['refit']}, polish: {result.get('polish', 'lbfgsb-joint')}), "
+                 f"(refit: {result['refit']}, polish: {result.get('polish', 'lbfgsb-joint')}, "
+                 f"tolerance: {result.get('tolerance', 'SciPy default')}), "
                  f"{calls} timed steps after {warmup} warm-up per row; one BLAS thread; "
                  "ask: the proposal after the tell (screen, polish), without the refit the ask settles.")
     lines += goal_lines(result)

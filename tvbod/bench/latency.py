@@ -35,6 +35,8 @@ import sys
 import time
 from pathlib import Path
 
+from tvbod.core.optimize import TOLERANCE
+
 from .latency_goals import goal_lines, ratio_text
 from .latency_reference import _beta, _ratio_summary, _value_ratios, dense_reference, ucb_value  # noqa: F401
 
@@ -105,6 +107,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--polish", choices=["newton", "lbfgsb-joint"],
                         help="the box ask's budget.polish (default: the spec default, "
                              "lbfgsb-joint; newton: the opt-in Newton polish)")
+    parser.add_argument("--tolerance", type=float,
+                        help="the box ask's budget.tolerance (default: the spec default, 1e-5; "
+                             "2.220446049250313e-09: SciPy's own, what tvbod <= 0.2 polished to)")
     parser.add_argument("--seed", type=int, default=0)
 
 
@@ -118,7 +123,7 @@ def _settings(args: argparse.Namespace) -> dict:
     base["ref_calls"] = min(base["ref_calls"], base["calls"])
     step = bool(getattr(args, "cartpole_step", False))
     return dict(base, compare=args.compare, seed=args.seed, quick=bool(args.quick),
-                polish=getattr(args, "polish", None),
+                polish=getattr(args, "polish", None), tolerance=getattr(args, "tolerance", None),
                 cartpole_step=step, refit=getattr(args, "refit", None),
                 step_sizes=(args.sizes or ([12, 24] if args.quick else None)) if step else None)
 
@@ -128,7 +133,8 @@ def _argv(args: argparse.Namespace) -> list[str]:
     for key in ("dims", "sizes"):
         if getattr(args, key, None):
             out += [f"--{key}", ",".join(map(str, getattr(args, key)))]
-    for key in ("calls", "warmup", "ref_calls", "compare", "out", "seed", "refit", "polish"):
+    for key in ("calls", "warmup", "ref_calls", "compare", "out", "seed", "refit", "polish",
+                "tolerance"):
         if getattr(args, key, None) is not None:
             out += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
     return (out + (["--quick"] if args.quick else [])
@@ -172,9 +178,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------- measurement
-def build_strategy(d: int, n: int, seed: int = 0, polish: str | None = None):
+def build_strategy(d: int, n: int, seed: int = 0, polish: str | None = None,
+                   tolerance: float | None = None):
     """A `gp-ucb` strategy on `[0, 1]^d` that has been told `n` noisy points of `objective`
-    (with `budget.polish: polish` if given)."""
+    (with `budget.polish: polish` and `budget.tolerance: tolerance` if given)."""
     import numpy as np
 
     from tvbod.core import make_strategy
@@ -183,7 +190,7 @@ def build_strategy(d: int, n: int, seed: int = 0, polish: str | None = None):
         "strategy": "gp-ucb", "domain": {"lower": [0.0] * d, "upper": [1.0] * d},
         "kernel": {"type": "se", "lengthscales": lengthscale(d)},
         "noise_variance": NOISE_VARIANCE, "seed": seed,
-        **({"budget": {"polish": polish}} if polish else {}),
+        "budget": {k: v for k, v in (("polish", polish), ("tolerance", tolerance)) if v is not None},
     })
     rng = np.random.default_rng([seed, d, n])
     X = rng.random((n, d))
@@ -270,7 +277,7 @@ def measure_one(d: int, n: int, st: dict, others: dict | None = None) -> dict:
     """All measurements for one `(d, n)`: ask, tell, refactor tell, values, and the compared
     steps (`others`: name -> an object with `time_steps`, e.g. BoTorch's and the plain step)."""
     others = others or {}
-    base = build_strategy(d, n, st["seed"], st.get("polish"))
+    base = build_strategy(d, n, st["seed"], st.get("polish"), st.get("tolerance"))
     ask_s, proposals, steps = time_asks(base, st["calls"], st["warmup"])
     sets = [proposals]
     row = {"d": d, "n": n, "lengthscale": lengthscale(d), "ask_ms": _percentiles(ask_s)}
@@ -352,7 +359,8 @@ def format_table(result: dict) -> str:
     load = result["environment"]["loadavg_1min_before_after"]
     lines.append(
         f"\nSE lengthscale 0.2 sqrt(d), noise variance 0.02, default budget (polish: "
-        f"{st.get('polish') or 'lbfgsb-joint'}); {st['calls']} timed "
+        f"{st.get('polish') or 'lbfgsb-joint'}, tolerance: {st.get('tolerance') or TOLERANCE:g}); "
+        f"{st['calls']} timed "
         f"calls after {st['warmup']} warm-up per cell (p99 of so few calls ~ the slowest); "
         f"value/ref over {st['ref_calls']} calls against {st['ref_candidates']} Sobol points + "
         f"L-BFGS-B from the best {st['ref_starts']}; one BLAS thread; load average "

@@ -20,7 +20,7 @@ gradient pushes against held there; where the box cuts that step so it no longer
 gradient step in the kernel's metric instead. `t` is halved until the Armijo condition holds. The
 first round uses the exact Hessian (`posterior_hessian`), later ones its symmetric rank-one
 update from the gradients (`_sr1`: one `predict_with_grad` per round). Each start stops on its own
-(`_round`): converged (the model promises less than `F_TOL`), merged (within `MERGE` lengthscales
+(`_round`): converged (the model promises less than the tolerance), merged (within `MERGE` lengthscales
 of a better start), pruned (a trusted model promising less than the gap to the best start over
 `PRUNE`), or stuck (no halving climbs). The remaining starts are evaluated together, one posterior
 pass per round. Nothing depends on time: the same data give the same iterates, bit for bit.
@@ -33,8 +33,8 @@ from scipy.linalg import solve_triangular
 
 from .kernels import Matern52, SquaredExponential
 
-#: A start stops when its step improves the acquisition by at most this (relative to max(1, |a|)).
-F_TOL = 1e-12
+#: A start stops when its step improves the acquisition by at most `budget.tolerance` (relative
+#: to max(1, |a|); this polish's value before the key existed: 1e-12, `optimize.LEGACY_TOLERANCE`).
 #: ... or when its step is below this many lengthscales in every coordinate.
 X_TOL = 1e-10
 #: Armijo's sufficient-increase constant and the most step halvings per iteration.
@@ -208,7 +208,7 @@ def _distinct(active, x, f, ls):
     return active[~np.any(close & better, axis=1)]
 
 
-def newton_polish(gp, t_query, acq, starts, lower, upper, maxiter):
+def newton_polish(gp, t_query, acq, starts, lower, upper, maxiter, tolerance=1e-12):
     """Polish every start (`(k, d)`) for at most `maxiter` rounds; returns `(points (2k, d),
     mean (2k,), var (2k,))`: the starts and their polished ends with their float64 posterior mean
     and variance, taken from the evaluations themselves (as `optimize._polish` returns them)."""
@@ -219,16 +219,16 @@ def newton_polish(gp, t_query, acq, starts, lower, upper, maxiter):
     for it in range(maxiter):
         if not active.size:
             break
-        active = _distinct(_round(gp, t_query, acq, st, active, it, (lower, upper)), st["x"],
-                           st["f"], gp.kernel.lengthscales)
+        going = _round(gp, t_query, acq, st, active, it, (lower, upper), tolerance)
+        active = _distinct(going, st["x"], st["f"], gp.kernel.lengthscales)
     return (np.vstack([x0, st["x"]]), np.concatenate([mean, st["mean"]]),
             np.concatenate([var, st["var"]]))
 
 
-def _round(gp, t_query, acq, st, active, it, box):
+def _round(gp, t_query, acq, st, active, it, box, tol):
     """One Newton step of the `active` starts (updating `st` in place); returns those that go on.
 
-    A start stops when the quadratic model promises less than `F_TOL` (converged to round-off),
+    A start stops when the quadratic model promises less than `tol` (converged),
     when its model is trusted and even `PRUNE` times that promise would leave it below the best
     start (not for `screened` acquisitions, whose final value is not the score), or when no
     halving of its step increases the acquisition (a projected maximum to round-off)."""
@@ -236,10 +236,10 @@ def _round(gp, t_query, acq, st, active, it, box):
     xa, fa, Ga = st["x"][active], st["f"][active], st["G"][active]
     p, trusted = _direction(xa, Ga, st["H"][active], *box, ls)
     predicted = 0.5 * np.einsum("ij,ij->i", Ga, p)  # the Newton step's model increase
-    done = predicted <= F_TOL * np.maximum(1.0, np.abs(fa))
+    done = predicted <= tol * np.maximum(1.0, np.abs(fa))
     best = float(np.max(st["f"]))
     if not acq.screened:  # on a trusted model, even PRUNE times its increase stays below the best
-        done |= trusted & (fa + PRUNE * predicted < best - F_TOL * max(1.0, abs(best)))
+        done |= trusted & (fa + PRUNE * predicted < best - tol * max(1.0, abs(best)))
     step, todo = 1.0, np.flatnonzero(~done)
     for _ in range(MAX_HALVINGS):
         if not todo.size:
@@ -254,7 +254,7 @@ def _round(gp, t_query, acq, st, active, it, box):
         i = active[todo[ok]]
         for key, value in (("x", xt), ("f", ft), ("G", Gt), ("H", Ht), ("mean", mt), ("var", vt)):
             st[key][i] = value[ok]
-        small = (gain[ok] <= F_TOL * np.maximum(1.0, np.abs(ft[ok]))) | np.all(
+        small = (gain[ok] <= tol * np.maximum(1.0, np.abs(ft[ok]))) | np.all(
             np.abs(s[ok]) <= X_TOL * ls, axis=1)
         done[todo[ok][small]] = True
         todo, step = todo[~ok], 0.5 * step

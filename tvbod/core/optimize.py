@@ -20,17 +20,25 @@ TIE_TOLERANCE = 1e-12
 #: projected Newton ascent of every start at once (`tvbod.core.newton`; opt-in: docs/benchmarks.md,
 #: *Latency*, for its effect on the cart-pole's regret).
 POLISHES = ("lbfgsb-joint", "newton")
+#: `budget.tolerance`: a polish stops when a step gains less than this times `max(1, |value|)`.
+#: 1e-5 of an acquisition value is ~1e-4 of the noise sd at the default noise: the point moves
+#: within a flat top, the value it reaches does not (docs/benchmarks.md, *Latency*).
+TOLERANCE = 1e-5
+#: What each polish stopped at before `budget.tolerance` existed (SciPy's L-BFGS-B `ftol`,
+#: the Newton polish's `F_TOL`): a stored configuration without the key means these.
+LEGACY_TOLERANCE = {"lbfgsb-joint": 2.220446049250313e-09, "newton": 1e-12}
 
 
 @dataclass(frozen=True)
 class Budget:
     """How hard the box optimizer works: Sobol `candidates`, polish `starts` and `maxiter`
-    (iterations per polish), and the `polish` (`POLISHES`)."""
+    (iterations per polish), the `polish` (`POLISHES`) and its improvement `tolerance`."""
 
     candidates: int = 1024
     starts: int = 5
     maxiter: int = 50
     polish: str = "lbfgsb-joint"
+    tolerance: float = TOLERANCE
 
 
 def sobol_unit(dim: int, n: int, seed: int) -> np.ndarray:
@@ -79,7 +87,8 @@ def maximize_on_box(
 
             if newton.supports(gp, acq):
                 polish = newton.newton_polish
-        points, mean, var = polish(gp, t_query, acq, starts, lower, upper, budget.maxiter)
+        points, mean, var = polish(gp, t_query, acq, starts, lower, upper, budget.maxiter,
+                                   budget.tolerance)
     else:
         points, (mean, var) = starts, gp.predict(starts, t_query)
     values = acq.final(points, mean, var)
@@ -87,8 +96,9 @@ def maximize_on_box(
     return points[best].copy(), float(values[best])
 
 
-def _polish(gp, t_query, acq, starts, lower, upper, maxiter):
-    """L-BFGS-B on the sum of `acq.score_grad` at all `starts` (separable: one problem for all).
+def _polish(gp, t_query, acq, starts, lower, upper, maxiter, tolerance=TOLERANCE):
+    """L-BFGS-B on the sum of `acq.score_grad` at all `starts` (separable: one problem for all),
+    stopping when an iteration reduces the sum by less than `tolerance` relative (SciPy's `ftol`).
 
     Returns the starts and their polished ends `(2k, d)` with their float64 posterior mean and
     variance `(2k,)`, taken from the objective's own evaluations at `x0` and at the returned `x`
@@ -112,7 +122,7 @@ def _polish(gp, t_query, acq, starts, lower, upper, maxiter):
         jac=True,
         method="L-BFGS-B",
         bounds=list(zip(np.tile(lower, k), np.tile(upper, k))),
-        options={"maxiter": maxiter},
+        options={"maxiter": maxiter, "ftol": tolerance},
     )
     polished = np.clip(res.x.reshape(k, d), lower, upper)
     points = np.vstack([starts, polished])

@@ -12,7 +12,7 @@ import numpy as np
 
 from . import validate
 from .errors import InvalidValue, SpecError
-from .optimize import POLISHES
+from .optimize import POLISHES, TOLERANCE
 from .spec_sections import (EXPLORATIONS, PAPER_TRIGGER, TRIGGERS,  # noqa: F401 (re-exported)
                             ExplorationSpec, TriggerSpec, parse_exploration, parse_trigger)
 
@@ -107,6 +107,7 @@ class OptimizerSpec:
     starts: int = 5
     maxiter: int = 50
     polish: str = "lbfgsb-joint"  # `budget.polish`: one of `optimize.POLISHES`
+    tolerance: float = TOLERANCE  # `budget.tolerance`: the polish's relative improvement tolerance
     seed: int = 0
     hyper: HyperSpec | None = None
     reset: str | None = None  # overrides the preset's reset policy
@@ -242,10 +243,6 @@ def _parse_kernel(value, domain: DomainSpec, dim: int) -> KernelSpec:
 _HYPER_KEYS = {"lengthscales", "prior", "bounds", "refit_every", "restarts", "maxiter", "variance",
                "noise_variance", "variance_bounds", "noise_bounds", "refit_tolerance", "objective"}
 OBJECTIVES = ("factored", "explicit-inverse")
-#: `hyperparameters` keys whose value a stored mapping spells out (`with_explicit_trigger`):
-#: (what a stored mapping without the key means, today's default).
-_HYPER_HISTORY = {"objective": ("explicit-inverse", _HYPER.objective),
-                  "refit_tolerance": (0.0, _HYPER.refit_tolerance)}
 #: Default bounds of the learned signal and noise variances (GP scale; wide: scale-free in effect).
 VARIANCE_BOUNDS, NOISE_BOUNDS = (1e-3, 1e3), (1e-6, 1.0)
 
@@ -350,7 +347,7 @@ def _parse_spec(spec: Mapping) -> OptimizerSpec:
     _check_keys(beta, {"c1", "c2"}, "beta.")
     meas = _parse_measurement(m.get("measurement", {}))
     budget = _mapping(m.get("budget", {}), "budget")
-    _check_keys(budget, {"candidates", "starts", "maxiter", "polish"}, "budget.")
+    _check_keys(budget, {"candidates", "starts", "maxiter", "polish", "tolerance"}, "budget.")
     kw = {}
     if strategy == "r-gp-ucb" or reset == "periodic":
         kw["reset_period"] = _integer(m["reset_period"], "reset_period", 1)
@@ -375,6 +372,7 @@ def _parse_spec(spec: Mapping) -> OptimizerSpec:
         starts=_integer(budget.get("starts", _OPT.starts), "budget.starts", 1, 1000),
         maxiter=_integer(budget.get("maxiter", _OPT.maxiter), "budget.maxiter", 0, 10000),
         polish=_choice(budget.get("polish", _OPT.polish), "budget.polish", POLISHES),
+        tolerance=_number(budget.get("tolerance", _OPT.tolerance), "budget.tolerance", 0.0, 0.1),
         seed=_integer(m.get("seed", _OPT.seed), "seed", 0, 2**63 - 1),
         hyper=_parse_hyper(m.get("hyperparameters", {}), kernel),
         reset=reset,
@@ -420,23 +418,6 @@ def _parse_extensions(m: Mapping, strategy: str, domain: DomainSpec, kernel: Ker
     if exploration is not None and domain.type == "arms":
         raise SpecError("exploration.type", "needs coordinates, not arms", "fixed")
     return {"acquisition": acq, "ei_xi": xi, "exploration": exploration}
-
-
-def with_explicit_trigger(m: Mapping, stored_before_0_2: bool = False) -> dict:
-    """A copy of an `optimizer:` mapping with its trigger spelled out (`trigger: robust`, the
-    default), and with MAP hyperparameters their `objective` and `refit_tolerance`, so a stored
-    mapping says which trigger and which refit wrote its history. A stored mapping
-    (`stored_before_0_2`) without `trigger` was written by tvbod 0.1.0, whose ET-GP-UCB was the
-    paper's; one without the two hyperparameter keys by tvbod <= 0.2 (`explicit-inverse`, no skip)."""
-    out = dict(m)
-    if uses_event_trigger(m) and "trigger" not in m:
-        out["trigger"] = "paper" if stored_before_0_2 else "robust"
-    hyper = m.get("hyperparameters")
-    if isinstance(hyper, Mapping) and hyper.get("lengthscales") == "map":
-        out["hyperparameters"] = dict(hyper)
-        for key, (stored, default) in _HYPER_HISTORY.items():
-            out["hyperparameters"].setdefault(key, stored if stored_before_0_2 else default)
-    return out
 
 
 def uses_event_trigger(m: Mapping) -> bool:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tvbod.core import Strategy
-from tvbod.core.spec import with_explicit_trigger
+from tvbod.core.spec_history import with_explicit_defaults
 from tvbod.errors import TvbodError
 from tvbod.service.config import PlantConfig
 from tvbod.service.reload import changed_keys, frozen_changes, rebuild_strategy
@@ -33,7 +33,7 @@ class RestoreError(TvbodError):
 def stored_optimizer(state: dict) -> dict:
     """The optimizer mapping a checkpoint was written under, its trigger spelled out (a mapping
     stored by tvbod 0.1.0 has no `trigger` key: its ET-GP-UCB was the paper's)."""
-    return with_explicit_trigger(state.get("optimizer", {}), stored_before_0_2=True)
+    return with_explicit_defaults(state.get("optimizer", {}), stored=True)
 
 
 class _Deduplicated:

@@ -48,7 +48,7 @@ def load_epochs(plant_dir: Path) -> list[tuple[int, dict, bool]]:
     """`(t, optimizer mapping, issued)` in force from step t on, in the order the daemon recorded
     them (every start's `plant_restored` and every `config_reloaded`); `issued` says whether
     step t's proposal had been issued under the previous settings."""
-    from tvbod.core.spec import with_explicit_trigger
+    from tvbod.core.spec_history import with_explicit_defaults
     from tvbod.service.event_files import read_history
     from tvbod.service.store import read_optimizer
 
@@ -57,7 +57,7 @@ def load_epochs(plant_dir: Path) -> list[tuple[int, dict, bool]]:
         if e.get("event") in ("plant_restored", "config_reloaded") and "fingerprint" in e:
             mapping = read_optimizer(plant_dir, e["fingerprint"])
             if mapping is not None:
-                stored = with_explicit_trigger(mapping, stored_before_0_2=True)
+                stored = with_explicit_defaults(mapping, stored=True)
                 epochs.append((e["t"], stored, bool(e.get("pending"))))
     return epochs
 
@@ -87,9 +87,9 @@ def recorded_optimizer(plant_dir: Path, config: Path | None) -> dict:
             return epochs[0][1]
         raise SystemExit(f"tvbod replay: {plant_dir} has no readable checkpoint with the optimizer "
                          "configuration; pass --config PLANT_FILE")
-    from tvbod.core.spec import with_explicit_trigger
+    from tvbod.core.spec_history import with_explicit_defaults
 
-    return with_explicit_trigger(state["optimizer"], stored_before_0_2=True)
+    return with_explicit_defaults(state["optimizer"], stored=True)
 
 
 def apply_overrides(mapping: dict, sets: list[str], unsets: list[str]) -> dict:

@@ -63,7 +63,8 @@ class GPUCBStrategy(GPViews, Strategy):
         self.trigger = build_trigger(spec)
         h = spec.hyper
         self._learns_variances = h is not None and (h.variance_bounds or h.noise_bounds) is not None
-        self.budget = Budget(spec.candidates, spec.starts, spec.maxiter, spec.polish)
+        self.budget = Budget(spec.candidates, spec.starts, spec.maxiter, spec.polish,
+                             spec.tolerance)
         self._sign = 1.0 if spec.sense == "maximize" else -1.0
         self.output = OutputMap(spec.measurement_offset, spec.measurement_scale, self._sign,
                                 spec.n_calibration)

@@ -15,7 +15,8 @@ import numpy as np
 
 from tvbod.core.errors import DomainError, SpecError
 from tvbod.core.kernels import empirical_covariance
-from tvbod.core.spec import MAX_FINITE_POINTS, OptimizerSpec, parse_spec, with_explicit_trigger
+from tvbod.core.spec import MAX_FINITE_POINTS, OptimizerSpec, parse_spec
+from tvbod.core.spec_history import with_explicit_defaults
 from tvbod.core.validate import InvalidValue, check_keys as _check_keys, choice as _choice
 from tvbod.core.validate import integer as _integer, mapping as _mapping, number as _number
 from tvbod.core.validate import string as _string
@@ -277,7 +278,7 @@ def _optimizer_mapping(value, parameters: tuple[ParameterConfig, ...], sense: st
         if parameters[0].scaling is not None:
             mapping["domain"]["scaling"] = [p.scaling for p in parameters]
     mapping["sense"] = sense
-    mapping = with_explicit_trigger(mapping)
+    mapping = with_explicit_defaults(mapping)
     kernel = mapping.get("kernel")
     side_files: dict[str, Path] = {}
     if isinstance(kernel, Mapping) and "empirical_from" in kernel:
