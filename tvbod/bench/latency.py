@@ -109,7 +109,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "lbfgsb-joint; newton: the opt-in Newton polish)")
     parser.add_argument("--tolerance", type=float,
                         help="the box ask's budget.tolerance (default: the spec default, 1e-5; "
-                             "2.220446049250313e-09: SciPy's own, what tvbod <= 0.2 polished to)")
+                             "2.220446049250313e-09: SciPy's own, what earlier versions polished to)")
     parser.add_argument("--seed", type=int, default=0)
 
 
