@@ -253,3 +253,5 @@ def test_goal_lines_say_met_missed_or_not_measured():
     assert goal_lines(close)[3].split(": ")[1].startswith("met")
     close["settings"] = {"tolerance": 1e-7}
     assert goal_lines(close)[3].split(": ")[1].startswith("MISSED")
+    close["settings"] = {"tolerance": 0.0}  # 0 is a tolerance too, not "the default"
+    assert "tolerance 0)" in goal_lines(close)[3] and "MISSED" in goal_lines(close)[3]

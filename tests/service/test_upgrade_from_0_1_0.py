@@ -3,36 +3,17 @@ checkpoint rotation and a pending proposal, whose plant file names no trigger) r
 and a 0.2 daemon continues it under the robust trigger (and today's MAP refit: `objective:
 factored`, `refit_tolerance`) as a configuration change at start."""
 
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-
 from daemon_harness import Daemon, objective
-
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "legacy-0.1.0"
-
-
-def _copy(tmp_path: Path) -> Path:
-    root = tmp_path / "legacy"
-    shutil.copytree(FIXTURE, root)
-    return root
-
-
-def _replay(plant_dir: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tvbod", "replay", str(plant_dir)],
-                          capture_output=True, text=True, timeout=120)
+from upgrade_fixtures import copy_fixture, replays_exactly
 
 
 def test_state_written_by_0_1_0_replays_exactly_with_the_paper_trigger(tmp_path):
-    root = _copy(tmp_path)
-    out = _replay(root / "state" / "plants" / "alpha")
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "30 steps reproduced exactly" in out.stdout and "[15, 16]" in out.stdout
+    root = copy_fixture("legacy-0.1.0", tmp_path)
+    assert "[15, 16]" in replays_exactly(root, "alpha", 30)
 
 
 def test_a_0_2_daemon_continues_0_1_0_state_and_replay_follows_the_trigger_change(tmp_path):
-    root = _copy(tmp_path)
+    root = copy_fixture("legacy-0.1.0", tmp_path)
     d = Daemon(root, existing=True).start()  # the fixture's own files
     with d.client() as c:
         assert c.hello()["pending"] is not None  # the 0.1.0 proposal is still pending
@@ -45,6 +26,4 @@ def test_a_0_2_daemon_continues_0_1_0_state_and_replay_follows_the_trigger_chang
     # the stored mapping means tvbod 0.2's refit; today's default refit takes over at start
     assert {"hyperparameters.objective", "hyperparameters.refit_tolerance"} <= set(
         change[-1]["changed"])
-    out = _replay(root / "state" / "plants" / "alpha")
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "38 steps reproduced exactly" in out.stdout
+    replays_exactly(root, "alpha", 38)

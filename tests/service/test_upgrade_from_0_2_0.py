@@ -3,32 +3,17 @@
 live reload of delta_b, a stop, a restart, and a SIGKILL with proposal alpha:24 pending in the
 journal after the checkpoint) replays exactly, and today's daemon continues it."""
 
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-
 from daemon_harness import Daemon, objective
-
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "state-0.2.0"
-
-
-def _replay(plant_dir: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tvbod", "replay", str(plant_dir)],
-                          capture_output=True, text=True, timeout=120)
+from upgrade_fixtures import copy_fixture, replays_exactly
 
 
 def test_state_written_by_0_2_0_replays_exactly(tmp_path):
-    root = tmp_path / "old"
-    shutil.copytree(FIXTURE, root)
-    out = _replay(root / "state" / "plants" / "alpha")
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "23 steps reproduced exactly" in out.stdout and "[4, 17, 21]" in out.stdout
+    root = copy_fixture("state-0.2.0", tmp_path)
+    assert "[4, 17, 21]" in replays_exactly(root, "alpha", 23)
 
 
 def test_todays_daemon_continues_0_2_0_state_with_its_pending_proposal(tmp_path):
-    root = tmp_path / "old"
-    shutil.copytree(FIXTURE, root)
+    root = copy_fixture("state-0.2.0", tmp_path)
     d = Daemon(root, existing=True).start()
     try:
         restored = [e for e in d.events() if e["event"] == "plant_restored"][-1]
@@ -41,6 +26,4 @@ def test_todays_daemon_continues_0_2_0_state_with_its_pending_proposal(tmp_path)
                 p = c.ask()
     finally:
         assert d.stop() == 0
-    out = _replay(root / "state" / "plants" / "alpha")
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "27 steps reproduced exactly" in out.stdout
+    replays_exactly(root, "alpha", 27)

@@ -5,18 +5,12 @@ continues it under today's `budget.tolerance` as a configuration change at start
 to `budget.polish: newton` under the Newton polish as well; replay follows both."""
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 from daemon_harness import Daemon, objective
+from upgrade_fixtures import copy_fixture, replay, replays_exactly
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "state-main-lbfgsb"
-
-
-def _replay(plant_dir: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tvbod", "replay", str(plant_dir), *extra],
-                          capture_output=True, text=True, timeout=120)
+FIXTURE = "state-main-lbfgsb"
 
 
 def _continue(root: Path, steps: int) -> list[dict]:
@@ -32,16 +26,12 @@ def _continue(root: Path, steps: int) -> list[dict]:
 
 
 def test_state_written_before_budget_polish_replays_exactly(tmp_path):
-    root = tmp_path / "old"
-    shutil.copytree(FIXTURE, root)
-    out = _replay(root / "state" / "plants" / "beta")
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "16 steps reproduced exactly" in out.stdout and "[4, 15]" in out.stdout
+    root = copy_fixture(FIXTURE, tmp_path)
+    assert "[4, 15]" in replays_exactly(root, "beta", 16)
 
 
 def test_opting_in_to_the_newton_polish_is_a_change_at_start_that_replay_follows(tmp_path):
-    root = tmp_path / "old"
-    shutil.copytree(FIXTURE, root)
+    root = copy_fixture(FIXTURE, tmp_path)
     plant = root / "plants" / "beta.yaml"
     original = tmp_path / "beta-lbfgsb.yaml"
     shutil.copy(plant, original)
@@ -49,19 +39,14 @@ def test_opting_in_to_the_newton_polish_is_a_change_at_start_that_replay_follows
     changes = _continue(root, 8)
     assert changes and changes[-1]["at"] == "start"
     assert changes[-1]["changed"] == ["budget.polish", "budget.tolerance"]
-    out = _replay(root / "state" / "plants" / "beta")
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "24 steps reproduced exactly" in out.stdout
+    replays_exactly(root, "beta", 24)
     # the eight new steps really were Newton's: under the old polish throughout they diverge
-    out = _replay(root / "state" / "plants" / "beta", "--config", str(original))
+    out = replay(root, "beta", "--config", str(original))
     assert out.returncode != 0 and "DIVERGED after" in out.stdout, out.stdout
 
 
 def test_the_new_polish_tolerance_is_a_change_at_start_that_replay_follows(tmp_path):
-    root = tmp_path / "old"
-    shutil.copytree(FIXTURE, root)
+    root = copy_fixture(FIXTURE, tmp_path)
     changes = _continue(root, 8)  # the same plant file: only the default changed
     assert [(c["at"], c["changed"]) for c in changes] == [("start", ["budget.tolerance"])]
-    out = _replay(root / "state" / "plants" / "beta")
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "24 steps reproduced exactly" in out.stdout
+    replays_exactly(root, "beta", 24)

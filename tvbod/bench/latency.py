@@ -359,7 +359,8 @@ def format_table(result: dict) -> str:
     load = result["environment"]["loadavg_1min_before_after"]
     lines.append(
         f"\nSE lengthscale 0.2 sqrt(d), noise variance 0.02, default budget (polish: "
-        f"{st.get('polish') or 'lbfgsb-joint'}, tolerance: {st.get('tolerance') or TOLERANCE:g}); "
+        f"{st.get('polish') or 'lbfgsb-joint'}, tolerance: "
+        f"{TOLERANCE if st.get('tolerance') is None else st['tolerance']:g}); "
         f"{st['calls']} timed "
         f"calls after {st['warmup']} warm-up per cell (p99 of so few calls ~ the slowest); "
         f"value/ref over {st['ref_calls']} calls against {st['ref_candidates']} Sobol points + "

@@ -52,7 +52,8 @@ def _value_goal(result: dict) -> str:
     `budget.tolerance`, the relative gain at which its polish stops by design (1e-5 by default)."""
     from tvbod.core.optimize import TOLERANCE
 
-    slack = result.get("settings", {}).get("tolerance") or TOLERANCE
+    slack = result.get("settings", {}).get("tolerance")
+    slack = TOLERANCE if slack is None else slack
     parts, ok = [], True
     for d in sorted({r["d"] for r in result["rows"]}):
         rows = [r for r in result["rows"] if r["d"] == d and r["ask_value_ratio"]["count"]]

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .optimize import LEGACY_TOLERANCE, TOLERANCE
-from .spec import HyperSpec, OptimizerSpec, uses_event_trigger
+from .optimize import LEGACY_TOLERANCE, TOLERANCE, Budget
+from .spec import HyperSpec, uses_event_trigger
 
-_HYPER, _POLISH = HyperSpec(), OptimizerSpec.__dataclass_fields__["polish"].default
+_HYPER = HyperSpec()
 
 #: `hyperparameters` keys whose value a stored mapping spells out (`with_explicit_defaults`):
 #: (what a stored mapping without the key means, today's default).
@@ -37,6 +37,6 @@ def with_explicit_defaults(m: Mapping, stored: bool = False) -> dict:
     domain, budget = m.get("domain"), m.get("budget", {})
     if (isinstance(domain, Mapping) and domain.get("type", "box") == "box"
             and isinstance(budget, Mapping) and "tolerance" not in budget):
-        legacy = LEGACY_TOLERANCE.get(budget.get("polish", _POLISH), TOLERANCE)
+        legacy = LEGACY_TOLERANCE.get(budget.get("polish", Budget.polish), TOLERANCE)
         out["budget"] = {**budget, "tolerance": legacy if stored else TOLERANCE}
     return out
