@@ -283,25 +283,31 @@ def test_forgetting_floor_gives_et_the_forgetting_kernel():
 
 
 # ---------------------------------------------------------------------- the paper preset
+#: Round-off between machines (tests/support/upgrade_fixtures.py: ROUND_OFF).
+ROUND_OFF = 1e-6
+
 def _golden_objective(x, t):
     x = np.asarray(x, float)
     return float(-np.sum((x - 0.3) ** 2) + (0.8 if t > 25 else 0.0) + 0.1 * np.sin(7 * t))
 
 
 @pytest.mark.parametrize("case", ["fixed", "map"])
-def test_paper_preset_is_bit_identical_to_the_trigger_of_tvbod_0_1_0(case):
-    # Recorded by tvbod 0.1.0 (tests/fixtures/paper_trigger_golden.json) on this machine kind.
-    # Its spec read as a mapping stored then: with `map`, tvbod 0.2's refit (objective
-    # explicit-inverse, no refit skip), as a daemon replays such state.
+def test_paper_preset_reproduces_the_trigger_of_tvbod_0_1_0(case):
+    # Recorded by tvbod 0.1.0 (tests/fixtures/paper_trigger_golden.json) on one machine. Its spec
+    # read as a mapping stored then: with `map`, tvbod 0.2's refit (objective explicit-inverse, no
+    # refit skip), as a daemon replays such state. Each step tells the recorded point, as `tvbod
+    # replay` does: bit for bit on the recording machine, within round-off on a CPU whose BLAS
+    # rounds differently (ROUND_OFF); a behaviour change moves proposals far more, or a reset.
     golden = json.loads((FIXTURES / "paper_trigger_golden.json").read_text())[case]
     s = make_strategy(with_explicit_defaults({**golden["spec"], "trigger": "paper"},
                                             stored=True))
     for t, row in enumerate(golden["rows"], start=1):
         x = s.ask()
-        r = s.tell(x, _golden_objective(x, t))
-        assert [float(v) for v in x] == row["x"], f"proposal differs at t = {t}"
-        assert (r.psi, r.threshold, r.reset, r.dataset_size) == (
-            row["psi"], row["threshold"], row["reset"], row["n"]), f"tell differs at t = {t}"
+        assert np.allclose(x, row["x"], rtol=ROUND_OFF, atol=ROUND_OFF), f"proposal differs at t = {t}"
+        r = s.tell(row["x"], _golden_objective(row["x"], t))
+        assert (r.reset, r.dataset_size) == (row["reset"], row["n"]), f"tell differs at t = {t}"
+        assert (r.psi, r.threshold) == pytest.approx((row["psi"], row["threshold"]),
+                                                     rel=ROUND_OFF, abs=ROUND_OFF), t
 
 
 def test_pi_t_sums_to_one_so_the_union_bounds_hold():

@@ -213,7 +213,7 @@ class ImageChecker:
         result = self._verified[key]
         if result is None:
             return ["replay: no optimizer configuration recorded (no checkpoint)"]
-        n, divergence, _ = result
+        n, divergence, _, _ = result
         return [f"replay diverged after {n} steps: {divergence}"] if divergence else []
 
 

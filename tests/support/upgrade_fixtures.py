@@ -25,9 +25,17 @@ def replay(root: Path, plant: str, *extra: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
-def replays_exactly(root: Path, plant: str, steps: int) -> str:
-    """Assert that replay reproduces all `steps` steps of `plant`; returns its report."""
-    out = replay(root, plant)
+#: The fixtures were recorded on one machine; a CPU whose BLAS kernels round differently in the
+#: last bit reproduces them to round-off, not bit for bit (`tvbod replay --tolerance`,
+#: docs/reliability.md). Largest deviation seen on such a machine: 6.6e-9. A behaviour change
+#: (another trigger, refit or polish rule) moves proposals by far more, or moves a reset.
+ROUND_OFF = "1e-6"
+
+
+def replays_to_round_off(root: Path, plant: str, steps: int, *extra: str) -> str:
+    """Assert that replay reproduces all `steps` steps of `plant` (bit for bit on the recording
+    machine, within `ROUND_OFF` elsewhere; resets exactly); returns its report."""
+    out = replay(root, plant, "--tolerance", ROUND_OFF, *extra)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert f"{steps} steps reproduced exactly" in out.stdout, out.stdout
+    assert f"verified: {steps} steps reproduced" in out.stdout, out.stdout
     return out.stdout

@@ -2,7 +2,10 @@
 
 - verify (default): feed the recorded measurements to a fresh optimizer with the recorded
   configuration and check that it proposes exactly the recorded gains and resets at exactly the
-  recorded steps; report the first divergence.
+  recorded steps; report the first divergence. Exactness holds on the machine (CPU kind and
+  numpy/SciPy/OpenBLAS build) that recorded the history; on another one, whose BLAS kernels round
+  differently in the last bit, `--tolerance REL` accepts proposals and psi within REL (relative,
+  at least absolute REL) while resets must still agree, and reports the largest deviation.
 - what-if (`--set KEY=VALUE ...`): the same recorded (gains, measurement) pairs against another
   optimizer configuration (e.g. `--set delta_b=0.01`, `--set strategy=gp-ucb`), printing where
   resets would have happened. The other optimizer's own proposals cannot be evaluated offline.
@@ -31,6 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--unset", action="append", default=[], metavar="KEY",
                         help="what-if: drop an optimizer key (e.g. reset_period)")
     parser.add_argument("--plot", type=Path, help="write a PNG of measurements, resets and gains")
+    parser.add_argument("--tolerance", type=float, default=0.0, metavar="REL",
+                        help="verify: accept proposals and psi within REL (relative, at least "
+                        "absolute REL) instead of bit for bit, for a history recorded on another "
+                        "machine; resets must still agree (default 0: exact)")
 
 
 def load_history(plant_dir: Path) -> list[dict[str, Any]]:
@@ -124,16 +131,30 @@ def _number(value: Any) -> float:
     return float(value) if isinstance(value, str) else value
 
 
-def _same(recorded: Any, replayed: float) -> bool:
-    a = _number(recorded)
-    return a == replayed or (a != a and replayed != replayed)  # NaN equals NaN here
+def _deviation(recorded, replayed) -> float:
+    """The largest `|a - b| / max(1, |a|)` over the entries (0 when equal, NaN equals NaN here;
+    inf when one side is NaN or infinite and the other not)."""
+    import numpy as np
+
+    a = np.atleast_1d(np.asarray([_number(v) for v in np.atleast_1d(recorded)], dtype=float))
+    b = np.atleast_1d(np.asarray(replayed, dtype=float))
+    if a.shape != b.shape:
+        return float("inf")
+    same = (a == b) | (np.isnan(a) & np.isnan(b))
+    if same.all():
+        return 0.0
+    with np.errstate(invalid="ignore"):
+        dev = np.where(same, 0.0, np.abs(a - b) / np.maximum(1.0, np.abs(a)))
+    return float(np.nan_to_num(dev, nan=np.inf).max())
 
 
 def verify(mapping: dict, history: list[dict], epochs: list[tuple[int, dict, bool]] | None = None,
-           start: dict | None = None) -> tuple[int, str | None, list[int]]:
-    """Replay `history`; returns (steps reproduced, first divergence or None, reset steps).
+           start: dict | None = None, tolerance: float = 0.0) -> tuple[int, str | None, list[int], float]:
+    """Replay `history`; returns (steps reproduced, first divergence or None, reset steps, the
+    largest deviation of a proposal or psi, `_deviation`: 0 when bit for bit).
 
-    With `epochs`, the configuration switches as the daemon's did (a live reload or a restart
+    Each step tells the recorded gains, so a deviation within `tolerance` does not grow into a
+    different trajectory. With `epochs`, the configuration switches as the daemon's did (a live reload or a restart
     with a changed file): the strategy is rebuilt from its `state_dict` under the new mapping.
     With `start` (a checkpointed plant state), replay begins from it instead of a fresh strategy.
     """
@@ -151,7 +172,7 @@ def verify(mapping: dict, history: list[dict], epochs: list[tuple[int, dict, boo
     if start is not None:
         s.load_state_dict(start["strategy"])
     current = mapping
-    resets = []
+    resets, worst = [], 0.0
     for i, e in enumerate(history):
         latest = [(m, issued) for t_from, m, issued in epochs if t_from <= e["t"]]
         if latest and latest[-1][0] != current:
@@ -161,19 +182,23 @@ def verify(mapping: dict, history: list[dict], epochs: list[tuple[int, dict, boo
             s = rebuild_strategy(s.state_dict(), new, keep_pending=issued)
             current = new
         if e["t"] != s.t:
-            return i, f"history jumps from step {s.t - 1} to {e['t']} (missing records)", resets
+            return (i, f"history jumps from step {s.t - 1} to {e['t']} (missing records)",
+                    resets, worst)
         x = np.asarray(e["x"])
         proposed = x if e.get("observed") else s.ask()  # an observation was never proposed
-        if not np.array_equal(proposed, x):
+        dev = _deviation(x, proposed)
+        if dev > tolerance:
             return i, (f"t={e['t']}: recorded gains {x.tolist()} but the optimizer proposes "
-                       f"{proposed.tolist()}"), resets
+                       f"{proposed.tolist()}"), resets, max(worst, dev)
         r = s.tell(x, e["measurement"])
-        if r.reset != e["reset"] or not _same(e["psi"], r.psi):
+        dev = max(dev, _deviation(e["psi"], r.psi))
+        worst = max(worst, dev)
+        if r.reset != e["reset"] or dev > tolerance:
             return i, (f"t={e['t']}: recorded reset={e['reset']} psi={e['psi']!r}, replay "
-                       f"reset={r.reset} psi={r.psi!r}"), resets
+                       f"reset={r.reset} psi={r.psi!r}"), resets, worst
         if r.reset:
             resets.append(r.t)
-    return len(history), None, resets
+    return len(history), None, resets, worst
 
 
 def what_if(mapping: dict, history: list[dict]) -> list[tuple[int, bool, float, float]]:
@@ -248,11 +273,14 @@ def run(args: argparse.Namespace) -> int:
         if start is not None:
             epochs = [ep for ep in epochs if ep[0] >= start["strategy"]["t"]]
             history = [e for e in history if e["t"] >= start["strategy"]["t"]]
-        n, divergence, resets = verify(mapping, history, epochs, start)
+        n, divergence, resets, worst = verify(mapping, history, epochs, start, args.tolerance)
         if divergence:
-            print(f"DIVERGED after {n} of {len(history)} steps: {divergence}")
+            print(f"DIVERGED after {n} of {len(history)} steps: {divergence}"
+                  + (f" (deviation {worst:.3g} > tolerance {args.tolerance:g})" if worst else ""))
             return 1
-        print(f"verified: {n} steps reproduced exactly (proposals, psi, resets); "
+        how = ("exactly" if worst == 0 else
+               f"within tolerance {args.tolerance:g} (largest deviation {worst:.3g})")
+        print(f"verified: {n} steps reproduced {how} (proposals, psi, resets); "
               f"resets at {resets or 'no step'}")
         if args.plot:
             plot(args.plot, history, None)
