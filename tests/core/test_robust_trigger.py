@@ -312,3 +312,62 @@ def test_paper_preset_reproduces_the_trigger_of_tvbod_0_1_0(case):
 
 def test_pi_t_sums_to_one_so_the_union_bounds_hold():
     assert sum(1 / pi_t(t) for t in range(1, 200_000)) == pytest.approx(1.0, abs=1e-5)
+
+
+# ---------------------------------------------------------------------- uninformed residuals
+def _fire(trig, sigma, n, prior=1.0):
+    """A residual far beyond both tests' thresholds at posterior std `sigma` on |D| = n."""
+    return trig.evaluate(50.0, 0.0, sigma, t_prime=20, n=n, prior_variance=prior)
+
+
+def test_a_test_firing_where_d_is_uninformed_holds_the_reset_and_restarts_the_window():
+    trig = RobustTrigger(0.1, 0.02, window=3, refractory=0, uninformed=0.5, min_points=6)
+    trig.evaluate(0.1, 0.0, 0.2, t_prime=19, n=6, prior_variance=1.0)
+    assert trig.residuals_  # an ordinary residual joins the window
+    d = _fire(trig, sigma=math.sqrt(0.5), n=6)  # sigma^2 = 0.5 k(x, x): at the share, uninformed
+    assert (d.test, d.fired, d.held, d.uninformed) == ("point", False, True, True)
+    assert trig.residuals_ == []  # the next window cannot fire on the uninformed residual
+    # informed (sigma^2 just under the share, with the prior's own scale), too few points, rule off
+    assert _fire(trig, sigma=math.sqrt(0.49 * 4.0), n=6, prior=4.0).fired
+    assert _fire(trig, sigma=0.99, n=5).fired
+    assert _fire(RobustTrigger(0.1, 0.02, refractory=0, min_points=6), sigma=0.99, n=50).fired
+    assert _fire(trig, sigma=0.99, n=6, prior=None).fired  # no prior variance: rule not applied
+
+
+def test_a_surprise_far_from_the_data_does_not_reset_but_one_near_it_does():
+    s = make_strategy(_box({"domain": {"type": "box", "lower": [0.0, 0.0], "upper": [4.0, 4.0]}}))
+    rng = np.random.default_rng(0)
+    for t in range(1, 13):  # D clustered in one corner of a box 13 lengthscales wide
+        s.tell(x := rng.uniform(0.0, 0.5, 2), _f(x, 1))
+    far = s.tell(np.array([3.8, 3.8]), 5.0)  # D says nothing there: a question for the prior
+    assert (far.test, far.reset, far.held, far.uninformed) == ("point", False, True, True)
+    assert far.sigma**2 >= 0.5 and s.dataset_size == 13
+    near = s.tell(np.array([0.25, 0.25]), 5.0)  # D knows this point: D is stale
+    assert near.reset and not near.uninformed and s.dataset_size == 1
+
+
+@pytest.mark.parametrize("value, expected", [(None, 0.5), ("off", None), (0.3, 0.3), (1, 1.0)])
+def test_uninformed_share_is_read_with_its_default_and_off(value, expected):
+    trigger = {} if value is None else {"uninformed": value}
+    assert parse_spec(_box({"trigger": trigger})).trigger.uninformed == expected
+    assert parse_spec(_box({"trigger": "paper"})).trigger.uninformed is None
+
+
+@pytest.mark.parametrize("value", [0, -0.1, 1.5, "half"])
+def test_bad_uninformed_share_names_its_key(value):
+    with pytest.raises(SpecError) as err:
+        parse_spec(_box({"trigger": {"uninformed": value}}))
+    assert err.value.key == "trigger.uninformed"
+
+
+def test_a_stored_robust_trigger_without_the_rule_replays_without_it():
+    # before the uninformed rule, stored mappings mean `off`; a plant file today means 0.5
+    assert with_explicit_defaults(_box(), stored=True)["trigger"] == "paper"  # tvbod 0.1.0
+    for stored in ("robust", {"type": "robust", "window": 4}):
+        old = with_explicit_defaults(_box({"trigger": stored}), stored=True)["trigger"]
+        new = with_explicit_defaults(_box({"trigger": stored}))["trigger"]
+        assert old["uninformed"] == "off" and new["uninformed"] == 0.5
+        assert parse_spec(_box({"trigger": old})).trigger.uninformed is None
+    kept = {"type": "robust", "uninformed": 0.3}
+    assert with_explicit_defaults(_box({"trigger": kept}), stored=True)["trigger"] == kept
+    assert with_explicit_defaults(_box({"trigger": "paper"}))["trigger"] == "paper"

@@ -146,7 +146,8 @@ def test_readme_daemon_recipe(deployment, tmp_path):
     assert "[cartpole] t=8 " in out and "[temperature] t=6 " in out
     assert "[temperature] best gains now (t=7, |D|=" in out
     assert "cartpole at t=9 (|D|=" in out and "deploy k_x=" in out
-    assert "verified: 8 steps reproduced exactly" in out
+    # plain and with --tolerance: on the machine that recorded it, both find it bit for bit
+    assert out.count("verified: 8 steps reproduced exactly") == 2
     assert "what-if over 8 recorded steps: delta_b=0.01" in out
     state = tmp_path / ".local" / "state" / "tvbod" / "plants"
     assert sorted(p.name for p in state.iterdir()) == ["cartpole", "temperature"]

@@ -7,9 +7,11 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from daemon_harness import Daemon, objective, plant_yaml
 
-from tvbod.service.replay import _same
+from tvbod.service.replay import _deviation
 
 
 def _tvbod(*args, **kw):
@@ -74,6 +76,8 @@ def test_a_state_dir_whose_parent_is_missing_is_refused_not_created(tmp_path):
 
 
 def test_replay_compares_recorded_non_finite_psi_by_value():
-    assert _same("Infinity", math.inf) and _same("-Infinity", -math.inf)
-    assert _same("NaN", math.nan) and _same(0.25, 0.25)
-    assert not _same("Infinity", 1e308) and not _same(0.25, 0.5)
+    assert _deviation("Infinity", math.inf) == 0 and _deviation("-Infinity", -math.inf) == 0
+    assert _deviation("NaN", math.nan) == 0 and _deviation(0.25, 0.25) == 0
+    assert _deviation("Infinity", 1e308) == math.inf and _deviation("NaN", 0.25) == math.inf
+    assert _deviation(0.25, 0.5) == 0.25  # absolute below 1 ...
+    assert _deviation([4.0, 1.0], [4.0 + 4e-9, 1.0]) == pytest.approx(1e-9)  # ... relative above

@@ -89,3 +89,15 @@ def test_a_restart_rebuilds_the_same_replies_from_the_journal(tmp_path):
         assert e.value.code == ErrorCode.DUPLICATE_TELL
     finally:
         again.close()
+
+
+def test_an_uninformed_hold_is_named_in_the_measurement_event_fields():
+    from tvbod.core.strategies.base import TellResult
+    from tvbod.service.transition import _window_fields
+
+    base = dict(t=30, t_prime=30, reset=False, reset_reason=None, psi=9.0, threshold=4.0, mu=0.0,
+                sigma=0.9, dataset_size=30, test="point", window=2, window_psi=9.1,
+                window_threshold=5.0, held=True)
+    assert _window_fields(TellResult(**base, uninformed=True))["uninformed"] is True
+    refractory = _window_fields(TellResult(**base))
+    assert refractory["held"] is True and "uninformed" not in refractory

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from daemon_harness import Daemon, objective
-from upgrade_fixtures import copy_fixture, replay, replays_exactly
+from upgrade_fixtures import ROUND_OFF, copy_fixture, replay, replays_to_round_off
 
 FIXTURE = "state-main-lbfgsb"
 
@@ -25,9 +25,9 @@ def _continue(root: Path, steps: int) -> list[dict]:
     return [e for e in d.events("beta") if e["event"] == "config_reloaded"]
 
 
-def test_state_written_before_budget_polish_replays_exactly(tmp_path):
+def test_state_written_before_budget_polish_replays_to_round_off(tmp_path):
     root = copy_fixture(FIXTURE, tmp_path)
-    assert "[4, 15]" in replays_exactly(root, "beta", 16)
+    assert "[4, 15]" in replays_to_round_off(root, "beta", 16)
 
 
 def test_opting_in_to_the_newton_polish_is_a_change_at_start_that_replay_follows(tmp_path):
@@ -38,15 +38,17 @@ def test_opting_in_to_the_newton_polish_is_a_change_at_start_that_replay_follows
     plant.write_text(plant.read_text() + "  budget: {polish: newton}\n")
     changes = _continue(root, 8)
     assert changes and changes[-1]["at"] == "start"
-    assert changes[-1]["changed"] == ["budget.polish", "budget.tolerance"]
-    replays_exactly(root, "beta", 24)
+    assert changes[-1]["changed"] == ["budget.polish", "budget.tolerance", "trigger.uninformed"]
+    replays_to_round_off(root, "beta", 24)
     # the eight new steps really were Newton's: under the old polish throughout they diverge
-    out = replay(root, "beta", "--config", str(original))
+    out = replay(root, "beta", "--config", str(original), "--tolerance", ROUND_OFF)
     assert out.returncode != 0 and "DIVERGED after" in out.stdout, out.stdout
 
 
-def test_the_new_polish_tolerance_is_a_change_at_start_that_replay_follows(tmp_path):
+def test_the_new_defaults_are_a_change_at_start_that_replay_follows(tmp_path):
+    # the polish tolerance and the trigger's uninformed rule did not exist when it was written
     root = copy_fixture(FIXTURE, tmp_path)
-    changes = _continue(root, 8)  # the same plant file: only the default changed
-    assert [(c["at"], c["changed"]) for c in changes] == [("start", ["budget.tolerance"])]
-    replays_exactly(root, "beta", 24)
+    changes = _continue(root, 8)  # the same plant file: only the defaults changed
+    assert [(c["at"], c["changed"]) for c in changes] == [
+        ("start", ["budget.tolerance", "trigger.uninformed"])]
+    replays_to_round_off(root, "beta", 24)

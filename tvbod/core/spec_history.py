@@ -1,14 +1,14 @@
 """The defaults that changed between releases, spelled out in the optimizer mapping a plant
 stores with its state, so that a stored mapping says which behaviour wrote its history and old
-state replays exactly (docs/configuration.md: `trigger`, the MAP refit's `objective` and
-`refit_tolerance`, `budget.tolerance`)."""
+state replays exactly (docs/configuration.md: `trigger` and `trigger.uninformed`, the MAP
+refit's `objective` and `refit_tolerance`, `budget.tolerance`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from .optimize import LEGACY_TOLERANCE, TOLERANCE, Budget
-from .spec import HyperSpec, uses_event_trigger
+from .spec import HyperSpec, TriggerSpec, uses_event_trigger
 
 _HYPER = HyperSpec()
 
@@ -21,14 +21,16 @@ _HYPER_HISTORY = {"objective": ("explicit-inverse", _HYPER.objective),
 def with_explicit_defaults(m: Mapping, stored: bool = False) -> dict:
     """A copy of an `optimizer:` mapping with the defaults that changed between releases spelled
     out, so a stored mapping says which behaviour wrote its history: the trigger (`trigger:
-    robust`, the default), MAP hyperparameters' `objective` and `refit_tolerance`, and a box
-    domain's `budget.tolerance`. A `stored` mapping (read back from a plant's state) without
-    `trigger` was written by tvbod 0.1.0, whose ET-GP-UCB was the paper's; one without the two
+    robust`, the default, as a mapping with its `uninformed` share), MAP hyperparameters'
+    `objective` and `refit_tolerance`, and a box domain's `budget.tolerance`. A `stored` mapping
+    (read back from a plant's state) without `trigger` was written by tvbod 0.1.0, whose
+    ET-GP-UCB was the paper's; a robust trigger without `uninformed` before the rule existed
+    (`off`); one without the two
     hyperparameter keys by tvbod <= 0.2 (`explicit-inverse`, no skip); one without
     `budget.tolerance` before the key existed (each polish's own rule, `LEGACY_TOLERANCE`)."""
     out = dict(m)
-    if uses_event_trigger(m) and "trigger" not in m:
-        out["trigger"] = "paper" if stored else "robust"
+    if uses_event_trigger(m):
+        out["trigger"] = _trigger(m.get("trigger", "paper" if stored else "robust"), stored)
     hyper = m.get("hyperparameters")
     if isinstance(hyper, Mapping) and hyper.get("lengthscales") == "map":
         out["hyperparameters"] = dict(hyper)
@@ -40,3 +42,14 @@ def with_explicit_defaults(m: Mapping, stored: bool = False) -> dict:
         legacy = LEGACY_TOLERANCE.get(budget.get("polish", Budget.polish), TOLERANCE)
         out["budget"] = {**budget, "tolerance": legacy if stored else TOLERANCE}
     return out
+
+
+def _trigger(value, stored: bool):
+    """A robust trigger spelled as a mapping with its `uninformed` share (`off` in a stored
+    mapping without it); the paper's, or anything malformed (the parser's to report), as is."""
+    if value == "robust":
+        value = {"type": "robust"}
+    if not isinstance(value, Mapping) or value.get("type", "robust") != "robust":
+        return value
+    return {**value, "uninformed": value.get("uninformed", "off" if stored
+                                             else TriggerSpec().uninformed)}

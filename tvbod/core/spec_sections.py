@@ -48,8 +48,10 @@ class TriggerSpec:
 
     `robust` (the default): the paper's point test plus the window test over `w = 2..window`,
     `refractory` steps without a reset after one, no hyperparameter refit while
-    `|D| < min_points` (None: `2d + 2`; the fitted values are kept across a reset), and a
-    `reset_burst` report past `burst_resets` resets in `burst_steps` steps.
+    `|D| < min_points` (None: `2d + 2`; the fitted values are kept across a reset), no reset for
+    a residual where D is uninformed (`sigma_D^2(x_t) >= uninformed * k(x_t, x_t)` on
+    `|D| >= min_points`; None: off), and a `reset_burst` report past `burst_resets` resets in
+    `burst_steps` steps.
     `paper`: the paper's Algorithm 1 exactly (point test only, refit on any dataset).
     """
 
@@ -59,13 +61,14 @@ class TriggerSpec:
     min_points: int | None = None
     burst_resets: int = 5
     burst_steps: int = 50
+    uninformed: float | None = 0.5
 
     @property
     def robust(self) -> bool:
         return self.type == "robust"
 
 
-PAPER_TRIGGER = TriggerSpec("paper", window=1, refractory=0, min_points=1)
+PAPER_TRIGGER = TriggerSpec("paper", window=1, refractory=0, min_points=1, uninformed=None)
 
 # ---------------------------------------------------------------------- parsers
 _mapping, _check_keys, _number, _integer, _choice = (
@@ -122,7 +125,7 @@ def parse_exploration(value, kernel) -> ExplorationSpec | None:
     )
 
 
-_TRIGGER_KEYS = {"type", "window", "refractory", "min_points", "burst"}
+_TRIGGER_KEYS = {"type", "window", "refractory", "min_points", "burst", "uninformed"}
 
 
 def parse_trigger(m: Mapping, event: bool) -> dict:
@@ -151,7 +154,7 @@ def parse_trigger(m: Mapping, event: bool) -> dict:
     burst = _mapping(t.get("burst", {}), "trigger.burst")
     _check_keys(burst, {"resets", "steps"}, "trigger.burst.")
     d = TriggerSpec()
-    min_points = t.get("min_points")
+    min_points, uninformed = t.get("min_points"), t.get("uninformed", d.uninformed)
     return {"trigger": TriggerSpec(
         "robust",
         window=_integer(t.get("window", d.window), "trigger.window", 1, 100),
@@ -160,4 +163,6 @@ def parse_trigger(m: Mapping, event: bool) -> dict:
                                                                       "trigger.min_points", 1),
         burst_resets=_integer(burst.get("resets", d.burst_resets), "trigger.burst.resets", 1),
         burst_steps=_integer(burst.get("steps", d.burst_steps), "trigger.burst.steps", 1),
+        uninformed=None if uninformed in (None, "off") else _number(
+            uninformed, "trigger.uninformed", 0.0, 1.0, lo_open=True),
     ), "forgetting_floor": floor}

@@ -175,8 +175,10 @@ class PlantTransitions:
 def _window_fields(result) -> dict[str, Any]:
     """The robust trigger's fields of `measurement` and `reset` events (docs/events.md): which test
     fired, the window test's most significant window and its statistic against its threshold,
-    and whether the refractory period held a reset back. Empty for the paper's trigger."""
+    whether a reset was held back, and (when so) whether for an uninformed residual. Empty for
+    the paper's trigger."""
     if result.window == 0 and not result.held:  # the paper's trigger, or no window yet
         return {"test": result.test} if result.test else {}
     return {"test": result.test, "window": result.window, "window_psi": result.window_psi,
-            "window_threshold": result.window_threshold, "held": result.held}
+            "window_threshold": result.window_threshold, "held": result.held,
+            **({"uninformed": True} if result.uninformed else {})}

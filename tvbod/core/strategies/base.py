@@ -17,8 +17,9 @@ class TellResult:
     `reset` whether the dataset was reset and `reset_reason` why ("event" or "periodic"),
     `dataset_size` the size of D after the tell. The robust trigger (`tvbod.core.trigger`) adds
     `test` (which test fired: "point", "window" or None), the window test's most significant
-    window `window` with `window_psi` against `window_threshold`, `held` (a test fired inside
-    the refractory period) and `reset_burst` (this reset makes a burst).
+    window `window` with `window_psi` against `window_threshold`, `held` (a test fired but did
+    not reset: inside the refractory period, while calibrating, or `uninformed`: where D knew
+    nothing of the point) and `reset_burst` (this reset makes a burst).
     """
 
     t: int
@@ -35,6 +36,7 @@ class TellResult:
     window_psi: float = 0.0
     window_threshold: float = float("inf")
     held: bool = False
+    uninformed: bool = False
     reset_burst: bool = False
 
     def to_dict(self) -> dict:

@@ -56,7 +56,7 @@ def build_trigger(spec: OptimizerSpec):
     t = spec.trigger
     if t is not None and t.robust:
         return RobustTrigger(spec.delta_b, spec.noise_variance, t.window, t.refractory,
-                             t.burst_resets, t.burst_steps)
+                             t.burst_resets, t.burst_steps, t.uninformed, spec.min_points)
     return EventTrigger(spec.delta_b, spec.noise_variance)
 
 

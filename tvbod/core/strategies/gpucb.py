@@ -135,8 +135,9 @@ class GPUCBStrategy(GPViews, Strategy):
         t, yi, n_before = self._t, self.to_internal_y(y), self.gp.n
         t_prime = t - self._t_reset
         mu, sigma = self._posterior_at(z, t)
+        prior = float(self.gp.prior_variance(z[None, :], np.array([float(t)]))[0])
         decision = decide(self.trigger, yi, mu, sigma, t_prime, n_before, self.gp.noise_variance,
-                          self.output.calibrating)
+                          self.output.calibrating, prior)
         reason, burst, yi = self._update_dataset(t, z, y, yi, decision.fired)
         self._followup = Told(t, yi, mu, reason is not None, n_before)
         self._t += 1
@@ -146,7 +147,7 @@ class GPUCBStrategy(GPViews, Strategy):
             psi=decision.psi, threshold=decision.threshold, mu=mu, sigma=sigma,
             dataset_size=self.gp.n, test=decision.test, window=decision.window,
             window_psi=decision.window_psi, window_threshold=decision.window_threshold,
-            held=decision.held, reset_burst=burst,
+            held=decision.held, uninformed=decision.uninformed, reset_burst=burst,
         )
 
     def _update_dataset(self, t: int, z, y: float, yi: float, fired: bool):
