@@ -51,6 +51,23 @@ def test_the_auto_map_is_the_mean_and_std_of_the_calibration_measurements_then_f
     assert m.to_measurement(m.to_internal(13.7)) == pytest.approx(13.7, rel=1e-14)
 
 
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_pessimism_puts_the_auto_offset_that_many_scales_on_the_worse_side(sign):
+    # maximizing (sign 1) the worse side is below the mean; minimizing (-1), above it
+    ys = [10.0, 12.0, 11.0, 15.0]
+    m = OutputMap(None, None, sign=sign, n0=4, pessimism=1.5)
+    m.observe(ys[0])
+    assert m.offset_ == ys[0]  # one measurement: no scale yet, so no margin
+    for y in ys[1:]:
+        m.observe(y)
+    assert m.offset_ == pytest.approx(np.mean(ys) - sign * 1.5 * np.std(ys), rel=1e-15)
+    assert m.to_internal(np.mean(ys)) == pytest.approx(1.5, rel=1e-12)  # the data sit above
+    assert m.recentre(20.0) and m.offset_ == pytest.approx(20.0 - sign * 1.5 * np.std(ys))
+    fixed = OutputMap(None, 2.0, sign=sign, n0=4, pessimism=1.5)  # a fixed scale sets the margin
+    fixed.observe(10.0)
+    assert fixed.offset_ == 10.0 - sign * 3.0
+
+
 def test_the_internal_values_do_not_depend_on_the_units():
     ys = np.array([3.1, 2.7, 4.4, 3.9, 3.3, 2.2])
     for x, c in ((0.5, 0.0), (0.7, 5.0), (2.1, -40.0), (1000.0, 1e4)):
@@ -116,9 +133,9 @@ def test_a_reset_recentres_the_offset_on_the_reset_measurement_and_keeps_the_sca
     for t in range(30, 45):
         x = s.ask()
         y = _cost(x, t) + 0.05 * rng.standard_normal()
-        if s.tell(x, y).reset:
-            assert s.output.offset_ == y and s.output.scale_ == scale
-            assert s.dataset_size == 1 and s.gp.y_[0] == 0.0
+        if s.tell(x, y).reset:  # the offset one scale to the worse (higher-cost) side of y
+            assert s.output.offset_ == y + scale and s.output.scale_ == scale
+            assert s.dataset_size == 1 and s.gp.y_[0] == pytest.approx(1.0, rel=1e-12)
             mean, _ = s.predict(x)
             assert mean == pytest.approx(y, abs=0.1)
             return
@@ -176,3 +193,22 @@ def test_measurement_auto_parses_and_bad_values_name_the_key():
         parse_spec(_spec({"scale": "automatic"}))
     with pytest.raises(SpecError, match="measurement"):
         parse_spec(_spec("standardize"))
+    assert parse_spec(_spec("auto")).pessimism == 1.0
+    assert parse_spec(_spec({"offset": "auto", "scale": "auto", "pessimism": 0})).pessimism == 0.0
+    for bad in ({"offset": 1.0, "scale": "auto", "pessimism": 1}, {"offset": "auto", "pessimism": -1},
+                {"offset": "auto", "pessimism": 11}):
+        with pytest.raises(SpecError, match="measurement.pessimism"):
+            parse_spec(_spec(bad))
+
+
+def test_a_stored_auto_offset_without_pessimism_replays_with_the_plain_mean():
+    from tvbod.core.spec_history import with_explicit_defaults
+
+    for meas in ("auto", {"offset": "auto", "scale": 2.0}):
+        old = with_explicit_defaults(_spec(meas), stored=True)["measurement"]
+        assert old["pessimism"] == 0.0 and parse_spec(_spec(old)).pessimism == 0.0
+        assert with_explicit_defaults(_spec(meas))["measurement"]["pessimism"] == 1.0
+    kept = {"offset": "auto", "scale": "auto", "pessimism": 0.5}
+    assert with_explicit_defaults(_spec(kept), stored=True)["measurement"] == kept
+    assert with_explicit_defaults(_spec({"offset": 1.0, "scale": 2.0}))["measurement"] == {
+        "offset": 1.0, "scale": 2.0}

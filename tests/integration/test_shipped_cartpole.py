@@ -46,15 +46,15 @@ def _rates(seeds: range) -> tuple[dict, list[int], list[int], list[int]]:
     return runs, caught, false, [s for s, r in runs.items() if len(r) > 10]
 
 
-# Measured over seeds 0..91: the jump caught in 92/92; a false reset before it in 0/92 runs with
-# the trigger's uninformed rule (10/92 before it, most right after the 20-point calibration, at
-# points where D knew nothing); more than 10 resets in 0/92 (1/92 before). The bounds leave room
-# for round-off reshuffling these rates on another machine: at the 95 % upper bound of the false
-# rate (3.9 %) 10 seeds show two or more false resets 5 % of the time, at 1 % 0.4 % of the time.
+# Measured over seeds 0..91 (this release: the trigger's uninformed rule and `pessimism: 1`): the
+# jump caught in 92/92; a false reset before it in 3/92 runs (10/92 before both, most right after
+# the 20-point calibration; 0/92 with the rule alone); more than 10 resets in 0/92 (1/92 before).
+# The bounds leave room for round-off reshuffling these rates on another machine: at 3.3 % per
+# run, 10 seeds show three or more false resets 0.4 % of the time, 40 seeds seven or more 0.3 %.
 def test_shipped_cartpole_config_catches_the_friction_jump_in_nine_of_ten_seeds():
     runs, caught, false, loops = _rates(range(10))
     assert len(caught) >= 9, runs
-    assert len(false) <= 1, runs
+    assert len(false) <= 2, runs
     assert len(loops) <= 1, runs
 
 
@@ -62,7 +62,7 @@ def test_shipped_cartpole_config_catches_the_friction_jump_in_nine_of_ten_seeds(
 def test_shipped_cartpole_config_catches_the_jump_in_nine_of_ten_of_forty_seeds():
     runs, caught, false, loops = _rates(range(40))
     assert len(caught) >= 36, runs
-    assert len(false) <= 4, runs
+    assert len(false) <= 6, runs
     assert len(loops) <= 1, runs
 
 

@@ -4,8 +4,10 @@ The GP prior, `beta_t` and the trigger's thresholds (`sqrt(rho_t') sigma + wbar_
 a unit prior variance and a noise variance `sigma_n^2` on the GP's scale, so a fixed map
 `internal = sign (y - offset) / scale` makes the optimizer's behaviour depend on the plant's
 units: the same plant measured in other units is a different problem. `auto` removes the
-dependence: the offset is the mean and the scale the standard deviation of the first `n0`
-measurements (`calibration_points`, default `max(20, 2d + 2)`); until then the estimates are updated at
+dependence: the scale `s` is the standard deviation of the first `n0` measurements and the offset
+their mean moved `pessimism` scales to the worse side, `offset = mean - sign k s` (the GP's prior
+mean: unexplored points are expected somewhat worse than the first, clustered, measurements,
+which keeps UCB from chasing every unexplored corner; docs/configuration.md) (`calibration_points`, default `max(20, 2d + 2)`); until then the estimates are updated at
 every tell and the GP's targets are re-expressed in them. Multiplying every measurement by
 `x > 0` and adding `c` leaves the internal values unchanged (bit for bit when `x` is a power of
 two and `c = 0`), so trajectories, resets and regret do not depend on the units.
@@ -34,15 +36,17 @@ from .errors import StateError
 
 
 class OutputMap:
-    """`internal = sign (y - offset) / scale`; `offset=None` / `scale=None` means calibrated.
+    """`internal = sign (y - offset) / scale`; `offset=None` / `scale=None` means calibrated, an
+    auto offset `pessimism` scales to the worse side of the level it is set from.
 
     `observe(y)` records a measurement while calibrating and returns True when the map changed
     (the caller re-expresses the GP's targets with `reexpress`).
     """
 
-    def __init__(self, offset: float | None, scale: float | None, sign: float, n0: int) -> None:
+    def __init__(self, offset: float | None, scale: float | None, sign: float, n0: int,
+                 pessimism: float = 0.0) -> None:
         self.fixed_offset, self.fixed_scale = offset, scale
-        self.sign, self.n0 = float(sign), int(n0)
+        self.sign, self.n0, self.pessimism = float(sign), int(n0), float(pessimism)
         self.raw_: list[float] = []  # the calibration measurements (measurement units)
         self.offset_ = 0.0 if offset is None else float(offset)
         self.scale_ = 1.0 if scale is None else float(scale)
@@ -75,23 +79,29 @@ class OutputMap:
     def _estimate(self) -> bool:
         raw = np.asarray(self.raw_)
         old = (self.offset_, self.scale_)
-        if self.fixed_offset is None:
-            self.offset_ = float(raw.mean())
         if self.fixed_scale is None and raw.size >= 2:
             sd = float(raw.std())
             # identical measurements carry no scale: keep the previous one
             if sd > 1e-12 * max(1.0, float(np.abs(raw).max())):
                 self.scale_ = sd
+        if self.fixed_offset is None:
+            self.offset_ = float(raw.mean()) - self._margin()
         return (self.offset_, self.scale_) != old
 
+    def _margin(self) -> float:
+        """`sign * pessimism * scale`: how far the auto offset lies on the worse side of the
+        level it is set from (0 while an auto scale has no two measurements yet)."""
+        return self.sign * self.pessimism * self.scale_ if self.has_scale else 0.0
+
     def recentre(self, y: float) -> bool:
-        """At a reset, an auto offset moves to the reset's measurement `y`: the new dataset
+        """At a reset, an auto offset moves to the reset's measurement `y` (`pessimism` scales to
+        its worse side): the new dataset
         D = {(x_t, y_t)} is the only evidence of the objective's level after a change, and a prior
         mean left at the old level makes every point far from `x_t` look like another change.
         True if the offset moved (a calibrated, auto offset only)."""
         if self.fixed_offset is not None or self.calibrating:
             return False
-        self.offset_ = float(y)
+        self.offset_ = float(y) - self._margin()
         return True
 
     def reexpress(self, internal: np.ndarray, old_offset: float, old_scale: float) -> np.ndarray:

@@ -103,6 +103,7 @@ class OptimizerSpec:
     measurement_offset: float | None = 0.0  # None: `auto` (calibrated, see `calibration.py`)
     measurement_scale: float | None = 1.0  # None: `auto`
     calibration_points: int | None = None  # auto offset/scale: measurements used (None: max(20, 2d + 2))
+    pessimism: float = 1.0  # auto offset: this many scales on the worse side of the mean
     candidates: int = 1024
     starts: int = 5
     maxiter: int = 50
@@ -383,19 +384,22 @@ def _parse_spec(spec: Mapping) -> OptimizerSpec:
 
 
 def _parse_measurement(value) -> dict:
-    """`measurement: auto | {offset: number | auto, scale: number | auto, calibration_points: n}`:
-    the map to the GP's scale, `internal = sign (y - offset) / scale`. `auto` estimates the
-    offset (mean) and scale (standard deviation) from the first `calibration_points` measurements
-    and then keeps them, across resets too (`calibration.py`)."""
+    """`measurement: auto | {offset: number | auto, scale: number | auto, calibration_points: n,
+    pessimism: k}`: the map to the GP's scale, `internal = sign (y - offset) / scale`. `auto`
+    estimates the offset (the mean, moved `pessimism` scales to the worse side) and scale (standard
+    deviation) from the first `calibration_points` measurements and then keeps them, across
+    resets too (`calibration.py`)."""
     if value == "auto":
         value = {"offset": "auto", "scale": "auto"}
     meas = _mapping(value, "measurement")
-    _check_keys(meas, {"offset", "scale", "calibration_points"}, "measurement.")
+    _check_keys(meas, {"offset", "scale", "calibration_points", "pessimism"}, "measurement.")
     offset = meas.get("offset", _OPT.measurement_offset)
     scale = meas.get("scale", _OPT.measurement_scale)
     auto = offset == "auto" or scale == "auto"
     if "calibration_points" in meas and not auto:
         raise SpecError("measurement.calibration_points", "applies only with offset or scale auto")
+    if "pessimism" in meas and offset != "auto":
+        raise SpecError("measurement.pessimism", "applies only with offset auto")
     points = meas.get("calibration_points")
     return {
         "measurement_offset": None if offset == "auto" else _number(offset, "measurement.offset"),
@@ -403,6 +407,8 @@ def _parse_measurement(value) -> dict:
                                                                   lo_open=True),
         "calibration_points": None if points in (None, "auto") else _integer(
             points, "measurement.calibration_points", 2, 100000),
+        "pessimism": _number(meas.get("pessimism", _OPT.pessimism), "measurement.pessimism", 0.0,
+                             10.0),
     }
 
 

@@ -1,14 +1,14 @@
 """The defaults that changed between releases, spelled out in the optimizer mapping a plant
 stores with its state, so that a stored mapping says which behaviour wrote its history and old
 state replays exactly (docs/configuration.md: `trigger` and `trigger.uninformed`, the MAP
-refit's `objective` and `refit_tolerance`, `budget.tolerance`)."""
+refit's `objective` and `refit_tolerance`, `measurement.pessimism`, `budget.tolerance`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from .optimize import LEGACY_TOLERANCE, TOLERANCE, Budget
-from .spec import HyperSpec, TriggerSpec, uses_event_trigger
+from .spec import HyperSpec, OptimizerSpec, TriggerSpec, uses_event_trigger
 
 _HYPER = HyperSpec()
 
@@ -22,10 +22,12 @@ def with_explicit_defaults(m: Mapping, stored: bool = False) -> dict:
     """A copy of an `optimizer:` mapping with the defaults that changed between releases spelled
     out, so a stored mapping says which behaviour wrote its history: the trigger (`trigger:
     robust`, the default, as a mapping with its `uninformed` share), MAP hyperparameters'
-    `objective` and `refit_tolerance`, and a box domain's `budget.tolerance`. A `stored` mapping
+    `objective` and `refit_tolerance`, an auto offset's `measurement.pessimism`, and a box
+    domain's `budget.tolerance`. A `stored` mapping
     (read back from a plant's state) without `trigger` was written by tvbod 0.1.0, whose
     ET-GP-UCB was the paper's; a robust trigger without `uninformed` before the rule existed
-    (`off`); one without the two
+    (`off`); an auto offset without `pessimism` before it existed (0: the plain mean); one
+    without the two
     hyperparameter keys by tvbod <= 0.2 (`explicit-inverse`, no skip); one without
     `budget.tolerance` before the key existed (each polish's own rule, `LEGACY_TOLERANCE`)."""
     out = dict(m)
@@ -36,6 +38,11 @@ def with_explicit_defaults(m: Mapping, stored: bool = False) -> dict:
         out["hyperparameters"] = dict(hyper)
         for key, (old, default) in _HYPER_HISTORY.items():
             out["hyperparameters"].setdefault(key, old if stored else default)
+    meas = m.get("measurement")
+    if meas == "auto" or (isinstance(meas, Mapping) and meas.get("offset") == "auto"):
+        meas = {"offset": "auto", "scale": "auto"} if meas == "auto" else dict(meas)
+        meas.setdefault("pessimism", 0.0 if stored else OptimizerSpec.pessimism)
+        out["measurement"] = meas
     domain, budget = m.get("domain"), m.get("budget", {})
     if (isinstance(domain, Mapping) and domain.get("type", "box") == "box"
             and isinstance(budget, Mapping) and "tolerance" not in budget):

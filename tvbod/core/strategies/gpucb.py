@@ -67,7 +67,7 @@ class GPUCBStrategy(GPViews, Strategy):
                              spec.tolerance)
         self._sign = 1.0 if spec.sense == "maximize" else -1.0
         self.output = OutputMap(spec.measurement_offset, spec.measurement_scale, self._sign,
-                                spec.n_calibration)
+                                spec.n_calibration, spec.pessimism)
         if self.domain.finite:
             self.gp.attach_query_set(np.arange(self.domain.size, dtype=float)[:, None])
             self._unit = None

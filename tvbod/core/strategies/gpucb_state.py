@@ -125,7 +125,7 @@ def _variances(s, state: dict) -> tuple[float, float]:
 
 def _output(s, state: dict) -> OutputMap:
     output = OutputMap(s.spec.measurement_offset, s.spec.measurement_scale, s._sign,
-                       s.spec.n_calibration)
+                       s.spec.n_calibration, s.spec.pessimism)
     if ("output" in state) != s.spec.calibrates:
         raise StateError("the state's measurement map (fixed or auto) differs from the "
                          "spec's; the GP's targets cannot be re-expressed")
