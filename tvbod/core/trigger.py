@@ -39,11 +39,13 @@ at the next step). A change is then seen at the next residual where D knows the 
 optimizer's next points are near its data. Below `min_points` (just after a reset) every point is
 uninformed and the reset stays the remedy for a misplaced re-centred offset. Holding a reset
 never adds a false alarm: the guarantee above stands. Measured on the cart-pole
-(docs/benchmarks.md, *Drift detection*; `pessimism: 0`): it removed every false reset of `measurement: auto`
+(docs/benchmarks.md, *Drift detection*; `pessimism: 0`): it removed every false reset of
+`measurement: auto`
 (3/50 runs on seed 0, 1/50 on seed 1, 3/50 on the no-change plant, 3/50 on the ramp) at no
 cost in detection.
 
-**Reset burst**: more than `burst_resets` resets within `burst_steps` steps is reported (`reset_burst`), so an operator sees a loop at once.
+**Reset burst**: more than `burst_resets` resets within `burst_steps` steps is reported
+(`reset_burst`), so an operator sees a loop at once.
 """
 
 from __future__ import annotations
