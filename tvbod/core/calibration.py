@@ -4,10 +4,11 @@ The GP prior, `beta_t` and the trigger's thresholds (`sqrt(rho_t') sigma + wbar_
 a unit prior variance and a noise variance `sigma_n^2` on the GP's scale, so a fixed map
 `internal = sign (y - offset) / scale` makes the optimizer's behaviour depend on the plant's
 units: the same plant measured in other units is a different problem. `auto` removes the
-dependence: the scale `s` is the standard deviation of the first `n0` measurements and the offset
-their mean moved `pessimism` scales to the worse side, `offset = mean - sign k s` (the GP's prior
-mean: unexplored points are expected somewhat worse than the first, clustered, measurements,
-which keeps UCB from chasing every unexplored corner; docs/configuration.md) (`calibration_points`, default `max(20, 2d + 2)`); until then the estimates are updated at
+dependence: the scale `s` is the standard deviation of the first `n0` measurements
+(`calibration_points`, default `max(20, 2d + 2)`) and the offset their mean moved `pessimism`
+scales to the worse side, `offset = mean - sign k s` (the GP's prior mean: unexplored points are
+expected somewhat worse than the first, clustered, measurements, which keeps UCB from chasing
+every unexplored corner; docs/configuration.md); until then the estimates are updated at
 every tell and the GP's targets are re-expressed in them. Multiplying every measurement by
 `x > 0` and adding `c` leaves the internal values unchanged (bit for bit when `x` is a power of
 two and `c = 0`), so trajectories, resets and regret do not depend on the units.
@@ -95,8 +96,7 @@ class OutputMap:
 
     def recentre(self, y: float) -> bool:
         """At a reset, an auto offset moves to the reset's measurement `y` (`pessimism` scales to
-        its worse side): the new dataset
-        D = {(x_t, y_t)} is the only evidence of the objective's level after a change, and a prior
+        its worse side): the new dataset D = {(x_t, y_t)} is the only evidence of the objective's level after a change, and a prior
         mean left at the old level makes every point far from `x_t` look like another change.
         True if the offset moved (a calibrated, auto offset only)."""
         if self.fixed_offset is not None or self.calibrating:
