@@ -138,3 +138,25 @@ def test_reload_of_an_unchanged_file_with_log_format_auto_requires_no_restart(tm
     event = _hup_and_wait(d, "config_reloaded")
     assert event["restart_required_for"] == [] and event["changed"] == {}
     assert d.stop() == 0
+
+
+def test_restart_from_a_fixed_to_a_learned_forgetting_floor_learns_it_and_replays(tmp_path):
+    # The shipped temperature file's change of this release (forgetting_floor 0.02 -> auto) on a
+    # box plant whose objective jumps: the history before the restart replays under 0.02, the
+    # steps after it under the rate learned from the restored dataset.
+    d = Daemon(tmp_path, plants={"alpha": {"extra": "  forgetting_floor: 0.02\n"}}).start()
+    with d.client() as c:
+        _session(c, 12)
+    assert d.stop() == 0
+    path = tmp_path / "plants" / "alpha.yaml"
+    path.write_text(path.read_text().replace("forgetting_floor: 0.02", "forgetting_floor: auto"))
+    d.start()
+    with d.client() as c:
+        assert c.status("alpha")["plants"][0]["t"] == 13
+        _session(c, 10)
+    assert d.stop() == 0
+    reloaded = [e for e in d.events("alpha") if e["event"] == "config_reloaded"]
+    assert reloaded and "forgetting_floor" in reloaded[-1]["changed"]
+    out = subprocess.run([sys.executable, "-m", "tvbod", "replay", str(d.state / "plants" / "alpha")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and "22 steps reproduced exactly" in out.stdout, out.stdout + out.stderr

@@ -26,7 +26,7 @@ class Algo:
 
     label: str
     strategy: str
-    params: tuple[tuple[str, float], ...] = ()
+    params: tuple[tuple[str, float | str], ...] = ()
 
 
 def five_algorithms(period: int, forgetting: float, drift: float) -> tuple[Algo, ...]:

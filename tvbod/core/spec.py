@@ -117,6 +117,8 @@ class OptimizerSpec:
     exploration: ExplorationSpec | None = None  # None: fixed beta_t (the presets' behaviour)
     trigger: TriggerSpec | None = None  # the event trigger (None unless reset_policy is event)
     forgetting_floor: float | None = None  # ET with TV-GP-UCB's forgetting factor eps
+    #: `forgetting_floor: auto`: eps learned from D after every tell (`fit_forgetting`)
+    learns_forgetting: bool = False
 
     @property
     def reset_policy(self) -> str:
@@ -124,14 +126,17 @@ class OptimizerSpec:
 
     @property
     def temporal(self) -> str | None:
-        if self.forgetting_floor is not None:
+        if self.forgetting_floor is not None or self.learns_forgetting:
             return "forgetting"
         return STRATEGIES[self.strategy][1]
 
     @property
     def forgetting_eps(self) -> float | None:
-        """The forgetting factor's eps: TV-GP-UCB's `forgetting` or ET's `forgetting_floor`."""
-        return self.forgetting if self.forgetting is not None else self.forgetting_floor
+        """The forgetting factor's eps: TV-GP-UCB's `forgetting` or ET's `forgetting_floor` (0, no
+        forgetting, until a learned floor has data: `learns_forgetting`)."""
+        if self.forgetting is not None:
+            return self.forgetting
+        return 0.0 if self.learns_forgetting else self.forgetting_floor
 
     @property
     def min_points(self) -> int:

@@ -129,33 +129,44 @@ _TRIGGER_KEYS = {"type", "window", "refractory", "min_points", "burst", "uninfor
 
 
 def parse_trigger(m: Mapping, event: bool) -> dict:
-    """`trigger: robust | paper | {type: robust, window: 3, ...}` and `forgetting_floor: eps` of
-    the `optimizer:` mapping `m`; `event`: whether it resets on the event trigger."""
+    """`trigger: robust | paper | {type: robust, window: 3, ...}` and `forgetting_floor: eps | auto`
+    of the `optimizer:` mapping `m`; `event`: whether it resets on the event trigger."""
     for key in ("trigger", "forgetting_floor"):
         if key in m and not event:
             raise SpecError(key, "applies only with the event trigger (strategy et-gp-ucb or "
                             "reset: event)")
     if not event:
         return {}
-    floor = None
-    if m.get("forgetting_floor") is not None:
-        floor = _number(m["forgetting_floor"], "forgetting_floor", 0.0, 1.0, lo_open=True,
-                        hi_open=True)
-    value = m.get("trigger", "robust")
+    return {"trigger": _parse_trigger_kind(m.get("trigger", "robust")), **_parse_floor(m)}
+
+
+def _parse_floor(m: Mapping) -> dict:
+    """`forgetting_floor`: none, a fixed eps in (0, 1), or `auto` (learned from D)."""
+    value = m.get("forgetting_floor")
+    if value == "auto":
+        return {"forgetting_floor": None, "learns_forgetting": True}
     if isinstance(value, str):
-        return {"trigger": TriggerSpec() if _choice(value, "trigger", TRIGGERS) == "robust"
-                else PAPER_TRIGGER, "forgetting_floor": floor}
+        raise SpecError("forgetting_floor", f"must be a number or auto, got {value!r}",
+                        "(0, 1) or auto")
+    floor = None if value is None else _number(value, "forgetting_floor", 0.0, 1.0, lo_open=True,
+                                               hi_open=True)
+    return {"forgetting_floor": floor, "learns_forgetting": False}
+
+
+def _parse_trigger_kind(value) -> TriggerSpec:
+    if isinstance(value, str):
+        return TriggerSpec() if _choice(value, "trigger", TRIGGERS) == "robust" else PAPER_TRIGGER
     t = _mapping(value, "trigger")
     kind = _choice(t.get("type", "robust"), "trigger.type", TRIGGERS)
     if kind == "paper":
         _check_keys(t, {"type"}, "trigger.")
-        return {"trigger": PAPER_TRIGGER, "forgetting_floor": floor}
+        return PAPER_TRIGGER
     _check_keys(t, _TRIGGER_KEYS, "trigger.")
     burst = _mapping(t.get("burst", {}), "trigger.burst")
     _check_keys(burst, {"resets", "steps"}, "trigger.burst.")
     d = TriggerSpec()
     min_points, uninformed = t.get("min_points"), t.get("uninformed", d.uninformed)
-    return {"trigger": TriggerSpec(
+    return TriggerSpec(
         "robust",
         window=_integer(t.get("window", d.window), "trigger.window", 1, 100),
         refractory=_integer(t.get("refractory", d.refractory), "trigger.refractory", 0, 10000),
@@ -165,4 +176,4 @@ def parse_trigger(m: Mapping, event: bool) -> dict:
         burst_steps=_integer(burst.get("steps", d.burst_steps), "trigger.burst.steps", 1),
         uninformed=None if uninformed in (None, "off") else _number(
             uninformed, "trigger.uninformed", 0.0, 1.0, lo_open=True),
-    ), "forgetting_floor": floor}
+    )

@@ -24,7 +24,8 @@ from ..domains import PointsDomain
 from ..errors import DomainError
 from ..exploration import Told
 from ..gp import ExactGP
-from ..hyperparameters import GammaPrior, Hyperparameters, fit_hyperparameters
+from ..hyperparameters import GammaPrior, Hyperparameters, fit_forgetting, fit_hyperparameters
+from ..kernels import ForgettingFactor
 from ..optimize import Budget, maximize_on_box, maximize_on_set, sobol_unit
 from ..spec import OptimizerSpec
 from ..trigger import decide
@@ -192,7 +193,28 @@ class GPUCBStrategy(GPViews, Strategy):
         if new is not None and not np.array_equal(new, self.base_kernel.lengthscales):
             self._set_lengthscales(new)
             self.gp.refactor()
+        if self.spec.learns_forgetting:
+            self._learn_forgetting()
         return True
+
+    def _learn_forgetting(self) -> None:
+        """`forgetting_floor: auto`: the forgetting rate `eps` that D (the data since the last
+        reset) shows, by marginal likelihood (`fit_forgetting`); a full refactorization if it
+        changed."""
+        eps = 0.0
+        if self.gp.n:
+            eps = fit_forgetting(self.gp.kernel(self.gp.X_, self.gp.X_), self.gp.y_,
+                                 self.gp.times_, self.gp.noise_variance)
+        if eps != self.gp.temporal.eps:
+            self.gp.temporal = ForgettingFactor(eps)
+            self.gp.refactor()
+
+    @property
+    def forgetting(self) -> float | None:
+        """The forgetting factor's `eps` in force (learned with `forgetting_floor: auto`), or None
+        without a forgetting factor."""
+        self.settle()
+        return self.gp.temporal.eps if isinstance(self.gp.temporal, ForgettingFactor) else None
 
     def _calibrate(self, y: float) -> None:
         """`measurement: auto`: update the offset/scale with `y` and re-express D's targets (and
@@ -265,8 +287,12 @@ class GPUCBStrategy(GPViews, Strategy):
             self._set_lengthscales(r.lengthscales, r.variances[0] if self._learns_variances else None)
         if self._learns_variances:
             self.gp.noise_variance = r.variances[1]
+        if self.spec.learns_forgetting:
+            self.gp.temporal = ForgettingFactor(r.forgetting or 0.0)
         self.gp.load_state_dict(r.gp)
         self.exploration, self.trigger, self.output = r.exploration, r.trigger, r.output
         self._t, self._t_reset, self._resets = r.t, r.t_reset, r.resets
         self._last_reset_t, self._pending = r.last_reset_t, r.pending
         self._followup = None
+        if self.spec.learns_forgetting and r.forgetting is None:  # state written under another
+            self._learn_forgetting()  # floor: learn it from the restored D (configuration change)

@@ -36,6 +36,7 @@ def write_state(s) -> dict:
         **({"trigger": trig} if trig else {}),
         **({"variances": list(s.variances)} if s._learns_variances else {}),
         **({"output": s.output.state_dict()} if s.spec.calibrates else {}),
+        **({"forgetting": s.gp.temporal.eps} if s.spec.learns_forgetting else {}),
     }
 
 
@@ -54,6 +55,8 @@ class Restored:
     exploration: object
     trigger: object
     output: OutputMap
+    #: the learned forgetting rate (`forgetting_floor: auto`); None: not in the state
+    forgetting: float | None = None
 
 
 def read_state(s, state: dict) -> Restored:
@@ -92,7 +95,8 @@ def _read(s, state: dict) -> Restored:
     trigger = _trigger(s, state)
     variances = _variances(s, state)
     return Restored(t, t_reset, resets, None if last is None else int(last), pending, ls,
-                    variances, gp_state, exploration, trigger, _output(s, state))
+                    variances, gp_state, exploration, trigger, _output(s, state),
+                    _forgetting(s, state))
 
 
 def _exploration(s, state: dict):
@@ -121,6 +125,14 @@ def _variances(s, state: dict) -> tuple[float, float]:
         if len(variances) != 2 or not all(np.isfinite(v) and v > 0 for v in variances):
             raise StateError(f"variances {variances!r} are not two positive numbers")
     return variances
+
+
+def _forgetting(s, state: dict) -> float | None:
+    """The learned `eps` of `forgetting_floor: auto` (ignored when the spec does not learn it)."""
+    eps = state.get("forgetting") if s.spec.learns_forgetting else None
+    if eps is not None and not (isinstance(eps, (int, float)) and 0.0 <= eps < 1.0):
+        raise StateError(f"forgetting {eps!r} is not a rate in [0, 1)")
+    return None if eps is None else float(eps)
 
 
 def _output(s, state: dict) -> OutputMap:
