@@ -331,8 +331,75 @@ def test_a_stored_mapping_without_the_refit_keys_means_tvbod_0_2s_refit():
                                                               HyperSpec.refit_tolerance)
     hyper = parse_spec(with_explicit_defaults(MAP, stored=True)).hyper
     assert (hyper.objective, hyper.refit_tolerance) == ("explicit-inverse", 0.0)
-    kept = {"lengthscales": "map", "objective": "factored", "refit_tolerance": 0.2}
+    kept = {"lengthscales": "map", "objective": "factored", "refit_tolerance": 0.2,
+            "refit_stop": "tolerance"}
     assert with_explicit_defaults({**MAP, "hyperparameters": kept},
                                  stored=True)["hyperparameters"] == kept
     assert MAP["hyperparameters"] == {"lengthscales": "map"}  # the argument is left alone
     assert "hyperparameters" not in with_explicit_defaults({"domain": BOX})
+
+
+def test_a_stored_mapping_without_refit_stop_means_scipys_stopping_test():
+    from tvbod.core.spec import HyperSpec, parse_spec
+    from tvbod.core.spec_history import with_explicit_defaults
+
+    assert HyperSpec.refit_stop == "tolerance"
+    assert with_explicit_defaults(MAP, stored=True)["hyperparameters"]["refit_stop"] == "scipy"
+    assert with_explicit_defaults(MAP)["hyperparameters"]["refit_stop"] == "tolerance"
+    assert parse_spec(with_explicit_defaults(MAP, stored=True)).hyper.refit_stop == "scipy"
+    with pytest.raises(SpecError) as err:
+        parse_spec({**MAP, "hyperparameters": {"lengthscales": "map", "refit_stop": "early"}})
+    assert err.value.key == "hyperparameters.refit_stop"
+
+
+def _far_from_the_map():
+    rng = np.random.default_rng(5)
+    X = rng.random((40, 2))
+    y = np.sin(4 * X[:, 0]) + np.cos(3 * X[:, 1]) + 0.05 * rng.standard_normal(40)
+    return SquaredExponential([1.5, 1.5]), X, y
+
+
+def _fit_counting(stop: bool, tolerance: float):
+    import tvbod.core.hyperparameters as hp
+
+    kernel, X, y = _far_from_the_map()
+    calls = []
+    objective = hp.LogPosterior(SquaredExponential, X, y, PRIOR)
+
+    def counted(ls, v, nv):
+        calls.append(ls.copy())
+        return objective(ls, v, nv)
+
+    negative_log_post = hp.OBJECTIVES["factored"]
+    hp.OBJECTIVES["factored"] = lambda *a, **k: counted
+    try:
+        fit = fit_hyperparameters(kernel, X, y, 0.01, PRIOR, (0.01, 100.0),
+                                  np.random.default_rng(0), tolerance=tolerance,
+                                  stop_at_tolerance=stop)
+    finally:
+        hp.OBJECTIVES["factored"] = negative_log_post
+    grad = objective(fit.lengthscales, 1.0, 0.01)[1]
+    u, lo, hi = np.log(fit.lengthscales), np.log([0.01] * 2), np.log([100.0] * 2)
+    return fit, len(calls), float(np.max(np.abs(np.clip(u + grad, lo, hi) - u)))
+
+
+@pytest.mark.parametrize("tolerance", [0.05, 0.5])
+def test_a_refit_that_stops_at_the_tolerance_ends_where_the_next_refit_would_be_skipped(tolerance):
+    # L-BFGS-B's `gtol` is the same projected gradient as the skip test (`converged`): the stopped
+    # fit would be skipped by the next refit, and it needs fewer evaluations than SciPy's 1e-5
+    stopped, n_stopped, pg = _fit_counting(True, tolerance)
+    assert pg <= tolerance
+    assert converged(_ascent_gradient(stopped), np.log(stopped.lengthscales), np.log([0.01] * 2),
+                     np.log([100.0] * 2), tolerance)
+    full, n_full, pg_full = _fit_counting(False, tolerance)
+    assert pg_full <= 1e-3 < tolerance and n_stopped < n_full
+    # both maximize the same log posterior: the stopped fit is within its tolerance's reach
+    kernel, X, y = _far_from_the_map()
+    value = lambda ls: log_posterior(kernel.with_lengthscales(ls), X, y, 0.01, PRIOR)[0]
+    assert value(full.lengthscales) - tolerance <= value(stopped.lengthscales) <= value(
+        full.lengthscales) + 1e-9
+
+
+def _ascent_gradient(fit):
+    kernel, X, y = _far_from_the_map()
+    return log_posterior(kernel.with_lengthscales(fit.lengthscales), X, y, 0.01, PRIOR)[1]

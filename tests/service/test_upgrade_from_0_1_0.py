@@ -1,7 +1,7 @@
 """State written by tvbod 0.1.0 (tests/fixtures/legacy-0.1.0: a daemon session with resets, a
 checkpoint rotation and a pending proposal, whose plant file names no trigger) replays exactly,
 and a 0.2 daemon continues it under the robust trigger (and today's MAP refit: `objective:
-factored`, `refit_tolerance`) as a configuration change at start."""
+factored`, `refit_tolerance`, `refit_stop`) as a configuration change at start."""
 
 from daemon_harness import Daemon, objective
 from upgrade_fixtures import copy_fixture, replays_to_round_off
@@ -24,6 +24,6 @@ def test_a_0_2_daemon_continues_0_1_0_state_and_replay_follows_the_trigger_chang
     change = [e for e in d.events() if e["event"] == "config_reloaded"]
     assert change and change[-1]["at"] == "start" and "trigger" in change[-1]["changed"]
     # the stored mapping means tvbod 0.2's refit; today's default refit takes over at start
-    assert {"hyperparameters.objective", "hyperparameters.refit_tolerance"} <= set(
-        change[-1]["changed"])
+    assert {"hyperparameters.objective", "hyperparameters.refit_tolerance",
+            "hyperparameters.refit_stop"} <= set(change[-1]["changed"])
     replays_to_round_off(root, "alpha", 38)

@@ -17,6 +17,8 @@ A refit starts from the current values (a warm start) plus `restarts` prior draw
 `tolerance > 0` the warm start's L-BFGS-B run is skipped when L-BFGS-B's own stopping test
 (the projected gradient's largest entry, in nats per unit of log theta) already holds at the
 current values with that tolerance: the decision depends only on the data and the current values.
+With `stop_at_tolerance` every run also stops at that tolerance (its `gtol`): a refit ends where
+the next one would be skipped, not at SciPy's 1e-5.
 A failed Cholesky inside the objective returns `-inf` (scikit-learn's habit), so the optimizer
 moves away instead of crashing. Pure: the caller passes the data and a seeded generator.
 """
@@ -264,9 +266,11 @@ def converged(grad: np.ndarray, u: np.ndarray, lo: np.ndarray, hi: np.ndarray,
 
 
 def _multistart(negative: Callable, starts: list[np.ndarray], lo: np.ndarray, hi: np.ndarray,
-                maxiter: int, tolerance: float) -> tuple[np.ndarray, bool]:
+                maxiter: int, tolerance: float, stop: float | None = None
+                ) -> tuple[np.ndarray, bool]:
     """Best L-BFGS-B result over `starts` (the first is the warm start) and whether the warm
-    start's run was skipped by `tolerance` (its value is then the warm start's own)."""
+    start's run was skipped by `tolerance` (its value is then the warm start's own); each run
+    stops once its projected gradient is at most `stop` (L-BFGS-B's `gtol`; None: SciPy's)."""
     best_u, best_f, skipped, first = starts[0], math.inf, False, None
     if tolerance > 0.0:
         first = (starts[0], *negative(starts[0]))
@@ -282,7 +286,7 @@ def _multistart(negative: Callable, starts: list[np.ndarray], lo: np.ndarray, hi
 
     for u0 in starts[skipped:]:
         res = minimize(cached, u0, jac=True, method="L-BFGS-B", bounds=list(zip(lo, hi)),
-                       options={"maxiter": maxiter})
+                       options={"maxiter": maxiter, **({} if stop is None else {"gtol": stop})})
         if res.fun < best_f:
             best_u, best_f = res.x, float(res.fun)
     return np.clip(best_u, lo, hi), skipped
@@ -294,12 +298,14 @@ def fit_hyperparameters(kernel, X: np.ndarray, y: np.ndarray, noise_variance: fl
                         variance_bounds: tuple[float, float] | None = None,
                         noise_bounds: tuple[float, float] | None = None,
                         fixed_lengthscales: bool = False, tolerance: float = 0.0,
-                        objective: str = "factored") -> Hyperparameters:
+                        objective: str = "factored", stop_at_tolerance: bool = False
+                        ) -> Hyperparameters:
     """MAP lengthscales and, with `variance_bounds` / `noise_bounds`, the signal and noise
     variances (log-uniform priors on those intervals), in one L-BFGS-B problem over `log theta`
     started from the current values (and `restarts` lengthscale draws from the prior).
     `fixed_lengthscales` pins the lengthscales (only the variances move). `tolerance`: skip the
-    warm start's run when its projected gradient is at most this (module docstring);
+    warm start's run when its projected gradient is at most this (module docstring), and with
+    `stop_at_tolerance` stop every run there too (else at SciPy's `gtol`, 1e-5);
     `objective`: a key of `OBJECTIVES`."""
     learn_v, learn_n = variance_bounds is not None, noise_bounds is not None
     d = len(kernel.lengthscales)
@@ -337,7 +343,9 @@ def fit_hyperparameters(kernel, X: np.ndarray, y: np.ndarray, noise_variance: fl
         draw = np.log(np.maximum(rng.gamma(prior.shape, 1.0 / prior.rate, size=d), 1e-12))
         starts.append(np.clip(np.concatenate([draw, current[d:]]), lo, hi))
     inside = np.array_equal(starts[0], current)  # a skip keeps the current values as they are
-    best, skipped = _multistart(negative, starts, lo, hi, maxiter, tolerance if inside else 0.0)
+    stop = tolerance if stop_at_tolerance and tolerance > 0.0 else None
+    best, skipped = _multistart(negative, starts, lo, hi, maxiter, tolerance if inside else 0.0,
+                                stop)
     if skipped and np.array_equal(best, starts[0]):  # exactly: exp(log(l)) need not be l
         return Hyperparameters(kernel.lengthscales.copy(), kernel.variance, noise_variance, True)
     ls, v, nv = unpack(best)

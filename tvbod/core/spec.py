@@ -80,6 +80,10 @@ class HyperSpec:
     #: Skip a refit when the projected gradient of the log posterior at the current values is at
     #: most this (nats per unit of log theta; L-BFGS-B's own stopping test); 0: always refit.
     refit_tolerance: float = 0.05
+    #: Where a refit's L-BFGS-B runs stop (`REFIT_STOPS`): `tolerance`, at the projected gradient
+    #: `refit_tolerance` that also skips a refit; `scipy`, at SciPy's default (`gtol` 1e-5, what a
+    #: stored configuration without the key means).
+    refit_stop: str = "tolerance"
     #: How the objective is evaluated (`tvbod.core.hyperparameters.OBJECTIVES`): `factored`, or
     #: `explicit-inverse`, tvbod 0.2's (what a stored configuration without the key means).
     objective: str = "factored"
@@ -247,8 +251,10 @@ def _parse_kernel(value, domain: DomainSpec, dim: int) -> KernelSpec:
 
 
 _HYPER_KEYS = {"lengthscales", "prior", "bounds", "refit_every", "restarts", "maxiter", "variance",
-               "noise_variance", "variance_bounds", "noise_bounds", "refit_tolerance", "objective"}
+               "noise_variance", "variance_bounds", "noise_bounds", "refit_tolerance", "objective",
+               "refit_stop"}
 OBJECTIVES = ("factored", "explicit-inverse")
+REFIT_STOPS = ("tolerance", "scipy")
 #: Default bounds of the learned signal and noise variances (GP scale; wide: scale-free in effect).
 VARIANCE_BOUNDS, NOISE_BOUNDS = (1e-3, 1e3), (1e-6, 1.0)
 
@@ -296,6 +302,8 @@ def _parse_hyper(value, kernel: KernelSpec) -> HyperSpec | None:
         noise_bounds=_variance_bounds(m, "noise_variance", NOISE_BOUNDS),
         refit_tolerance=_number(m.get("refit_tolerance", _HYPER.refit_tolerance),
                                 "hyperparameters.refit_tolerance", 0.0, 1e3),
+        refit_stop=_choice(m.get("refit_stop", _HYPER.refit_stop), "hyperparameters.refit_stop",
+                           REFIT_STOPS),
         objective=_choice(m.get("objective", _HYPER.objective), "hyperparameters.objective",
                           OBJECTIVES),
     )

@@ -1,7 +1,7 @@
 """The defaults that changed between releases, spelled out in the optimizer mapping a plant
 stores with its state, so that a stored mapping says which behaviour wrote its history and old
 state replays exactly (docs/configuration.md: `trigger` and `trigger.uninformed`, the MAP
-refit's `objective` and `refit_tolerance`, `measurement.pessimism`, `budget.tolerance`)."""
+refit's `objective`, `refit_tolerance` and `refit_stop`, `measurement.pessimism`, `budget.tolerance`)."""
 
 from __future__ import annotations
 
@@ -15,20 +15,22 @@ _HYPER = HyperSpec()
 #: `hyperparameters` keys whose value a stored mapping spells out (`with_explicit_defaults`):
 #: (what a stored mapping without the key means, today's default).
 _HYPER_HISTORY = {"objective": ("explicit-inverse", _HYPER.objective),
-                  "refit_tolerance": (0.0, _HYPER.refit_tolerance)}
+                  "refit_tolerance": (0.0, _HYPER.refit_tolerance),
+                  "refit_stop": ("scipy", _HYPER.refit_stop)}
 
 
 def with_explicit_defaults(m: Mapping, stored: bool = False) -> dict:
     """A copy of an `optimizer:` mapping with the defaults that changed between releases spelled
     out, so a stored mapping says which behaviour wrote its history: the trigger (`trigger:
     robust`, the default, as a mapping with its `uninformed` share), MAP hyperparameters'
-    `objective` and `refit_tolerance`, an auto offset's `measurement.pessimism`, and a box
+    `objective`, `refit_tolerance` and `refit_stop`, an auto offset's `measurement.pessimism`, and a box
     domain's `budget.tolerance`. A `stored` mapping
     (read back from a plant's state) without `trigger` was written by tvbod 0.1.0, whose
     ET-GP-UCB was the paper's; a robust trigger without `uninformed` before the rule existed
     (`off`); an auto offset without `pessimism` before it existed (0: the plain mean); one
     without the two
-    hyperparameter keys by tvbod <= 0.2 (`explicit-inverse`, no skip); one without
+    hyperparameter keys by tvbod <= 0.2 (`explicit-inverse`, no skip); one without `refit_stop`
+    before the key existed (`scipy`: L-BFGS-B's default stopping test); one without
     `budget.tolerance` before the key existed (each polish's own rule, `LEGACY_TOLERANCE`)."""
     out = dict(m)
     if uses_event_trigger(m):

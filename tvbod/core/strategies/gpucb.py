@@ -265,6 +265,7 @@ class GPUCBStrategy(GPViews, Strategy):
             GammaPrior(h.prior_shape, h.prior_rate), (h.lower, h.upper),
             np.random.default_rng([self.spec.seed, t, _RNG_HYPER]), h.restarts, h.maxiter, temporal_K,
             h.variance_bounds, h.noise_bounds, tolerance=h.refit_tolerance, objective=h.objective,
+            stop_at_tolerance=h.refit_stop == "tolerance",
         )
         if self.exploration.keep_map(fit.lengthscales):  # A-GP-UCB scales it in after_tell
             return fit
