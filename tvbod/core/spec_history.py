@@ -1,7 +1,8 @@
 """The defaults that changed between releases, spelled out in the optimizer mapping a plant
 stores with its state, so that a stored mapping says which behaviour wrote its history and old
 state replays exactly (docs/configuration.md: `trigger` and `trigger.uninformed`, the MAP
-refit's `objective`, `refit_tolerance` and `refit_stop`, `measurement.pessimism`, `budget.tolerance`)."""
+refit's `objective`, `refit_tolerance` and `refit_stop`, `measurement.pessimism`,
+`budget.tolerance`)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ def with_explicit_defaults(m: Mapping, stored: bool = False) -> dict:
     """A copy of an `optimizer:` mapping with the defaults that changed between releases spelled
     out, so a stored mapping says which behaviour wrote its history: the trigger (`trigger:
     robust`, the default, as a mapping with its `uninformed` share), MAP hyperparameters'
-    `objective`, `refit_tolerance` and `refit_stop`, an auto offset's `measurement.pessimism`, and a box
-    domain's `budget.tolerance`. A `stored` mapping
+    `objective`, `refit_tolerance` and `refit_stop`, an auto offset's `measurement.pessimism`,
+    and a box domain's `budget.tolerance`. A `stored` mapping
     (read back from a plant's state) without `trigger` was written by tvbod 0.1.0, whose
     ET-GP-UCB was the paper's; a robust trigger without `uninformed` before the rule existed
     (`off`); an auto offset without `pessimism` before it existed (0: the plain mean); one
