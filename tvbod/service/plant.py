@@ -29,7 +29,7 @@ from tvbod.service.readouts import LatencyWindow, PlantReadouts
 from tvbod.service.recovery import PlantRecovery, RestoreError
 from tvbod.service.store import PlantStore, StorageError
 from tvbod.service.transition import Applied, PlantTransitions, bounded_add, unpack_told
-from tvbod.service.workers import prepare_strategy
+from tvbod.service.workers import Prepared, prepare_strategy
 
 __all__ = ["Applied", "LatencyWindow", "PlantRuntime", "RestoreError", "observation_point"]
 
@@ -241,6 +241,17 @@ class PlantRuntime(PlantTransitions, PlantRecovery, PlantReadouts, MeasurementCh
         if propose:
             return self.proposal is None and not self.strategy.proposal_ready
         return not self.strategy.settled
+
+    def propose_ahead(self) -> None:
+        """The next proposal computed before the ask comes (the loop's idle time, server.py): the
+        tell's deferred work and the proposal only (no recommendation, no packed factor: this is
+        for plants whose model work is light). An error is reported as a job's would be; the ask
+        then computes the proposal again and answers the error."""
+        start = time.perf_counter()
+        try:
+            self.strategy.ask()
+        except Exception as exc:  # noqa: BLE001 - the loop must go on
+            self.prepared(Prepared(self.strategy.t, time.perf_counter() - start, error=exc))
 
     def prepare(self, propose: bool) -> tuple[tuple, dict | None]:
         """The next step's model work, on a worker thread (tvbod/service/workers.py): the tell's

@@ -90,6 +90,7 @@ class PlantReadouts:
             "plant": self.name, "strategy": s.name, "t": s.t, "dataset_size": s.dataset_size,
             "resets": s.resets, "last_reset_t": s.last_reset_t, "tells": self.tells,
             "failed_tells": self.failed_tells, "pending": self._proposal_fields(),
+            "prepared": bool(self.proposal is None and s.proposal_ready and not busy),
             "adapter": self.adapter,
             **({"best": self.best(busy=busy).body()} if with_best else {}),
             "latency": {"ask_p50_ms": ask50, "ask_p99_ms": ask99,

@@ -201,8 +201,12 @@ class RequestHandling:
 
     def _stepped(self, req, reply: Reply, propose: bool) -> Reply:
         """After a measurement was applied: a worker runs its refit and (after a tell, when the
-        adapter's ask comes next) the next proposal."""
-        self._workers.start(self.plants[req.plant], propose)
+        adapter's ask comes next) the next proposal; a plant no worker takes (workers.py
+        `light_model`) is prepared on the loop when it is idle (`Server._prepare_when_idle`)."""
+        plant = self.plants[req.plant]
+        self._workers.start(plant, propose)
+        if propose and not self._workers.busy(plant.name) and plant.needs_preparation(True):
+            self._idle_prep[plant.name] = None
         return reply
 
     def _best(self, req) -> Reply:

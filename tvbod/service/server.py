@@ -84,6 +84,8 @@ class Server(RequestHandling, LiveReload, GroupCommit):
         self._errors = ClientErrorLimiter()
         self._writer, self._fault_check, hold = from_environment()
         self._workers = _WORKERS[config.model_worker_kind](config.model_workers, self._wake_w, hold)
+        #: plants whose next proposal the loop computes when idle (`_prepare_when_idle`), in order
+        self._idle_prep: dict[str, None] = {}
         #: requests held while their plant's job runs, per plant / `status` of all plants
         self._parked: dict[str, deque] = {}
         self._parked_status: list[tuple] = []
@@ -171,7 +173,7 @@ class Server(RequestHandling, LiveReload, GroupCommit):
         poller.register(self._wake_r.fileno(), zmq.POLLIN)
         self._start_jobs()
         while not self.stop_requested:
-            ready = dict(poller.poll(_IDLE_POLL_MS))
+            ready = dict(poller.poll(0 if self._idle_prep else _IDLE_POLL_MS))
             if self._wake_r.fileno() in ready:
                 self._drain_wakeups()
             replies: list[list[bytes]] = []
@@ -200,6 +202,21 @@ class Server(RequestHandling, LiveReload, GroupCommit):
             for frames in replies:
                 self._send(frames)
             self._checkpoint_due_plants()
+            self._prepare_when_idle()
+
+    def _prepare_when_idle(self) -> None:
+        """Compute one light plant's next proposal (workers.py `light_model`: no worker job takes
+        it) on the loop while no message waits, so that its ask, sent after the tell's reply,
+        only journals it. A message that arrives meanwhile waits for one plant's model work at
+        most, the work its own ask would have cost; as with a worker job, no result depends on
+        when this runs (a proposal is a pure function of the state and the step's seed)."""
+        while self._idle_prep and not self.sock.get(zmq.EVENTS) & zmq.POLLIN:
+            name = next(iter(self._idle_prep))
+            del self._idle_prep[name]
+            plant = self.plants.get(name)  # None: removed by a reload
+            if plant is not None and not self._workers.busy(name) and plant.needs_preparation(True):
+                plant.propose_ahead()
+                return
 
     def _collect(self, finished) -> list[list[bytes]]:
         """Hand finished jobs to their plants; the replies to the requests they held.
