@@ -28,7 +28,11 @@ def test_open_loop_run_seeds_through_observe_restarts_and_reports_every_class(tm
     work = tmp_path / "work"
     out, res = _bench(tmp_path, "--box-plants", "1", "--box-n", "12", "--arms-plants", "2",
                       "--arms-rate", "5", "--waiting-every", "2", "--duration", "3",
-                      "--warmup", "0.5", "--progress", "1", "--workdir", str(work))
+                      "--warmup", "0.5", "--progress", "1", "--workdir", str(work),
+                      "--checkpoint-every", "7")
+    # The daemon file carries the chosen checkpoint interval, and the results say so.
+    assert yaml.safe_load((work / "tvbod.yaml").read_text())["checkpoint_every"] == 7
+    assert res["settings"]["checkpoint_every"] == 7
     # The timed phase ran the shipped cart-pole mapping: the file as shipped (renamed), and the
     # restarted daemon saw the seeding's refit_every change back.
     assert yaml.safe_load((work / "plants" / "box000.yaml").read_text()) == \

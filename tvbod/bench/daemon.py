@@ -32,6 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds not measured per case")
     parser.add_argument("--port", type=int, default=5711, help="tcp port on 127.0.0.1")
     parser.add_argument("--out", type=Path, default=None, help="write results.json here")
+    parser.add_argument("--checkpoint-every", type=int, default=None,
+                        help="the daemon file's checkpoint_every (open-loop runs; default: the "
+                             "daemon's, 50 journal records)")
     parser.add_argument("--model-workers", choices=("thread", "process"), default="thread",
                         help="the daemon's model_worker_kind (default thread)")
     add_load_arguments(parser)

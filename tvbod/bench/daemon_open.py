@@ -222,7 +222,8 @@ def run_load(args: argparse.Namespace) -> dict[str, Any]:
         "plants": len(specs), "starts": [], "phases": [],
         "settings": {k: getattr(args, k) for k in (
             "box_plants", "box_rate", "box_n", "arms_plants", "arms_rate", "refit_probe",
-            "probe_n", "probe_rate", "duration", "warmup", "ask_gap", "waiting_every")},
+            "probe_n", "probe_rate", "duration", "warmup", "ask_gap", "waiting_every",
+            "checkpoint_every", "model_workers")},
         "transport": args.transport.split(",")[0]}
     deadline = time.perf_counter() + args.deadline if args.deadline else math.inf
     if args.out:
@@ -233,7 +234,7 @@ def run_load(args: argparse.Namespace) -> dict[str, Any]:
             root.mkdir(parents=True)  # a new directory: an old state would change the run
         endpoint = _endpoint(args, root)
         write_daemon_file(root, endpoint.replace(f"ipc://{root}/run", "ipc://{runtime_dir}"),
-                          args.model_workers)
+                          args.model_workers, args.checkpoint_every)
         _write_plants(root, specs, seeding=any(s.seed_n for s in specs))
         _drive(args, root, endpoint, specs, result, deadline)
     from tvbod.bench.daemon_report import format_table, goal_lines

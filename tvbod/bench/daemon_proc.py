@@ -22,9 +22,11 @@ from pathlib import Path
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def write_daemon_file(root: Path, endpoint: str, model_workers: str = "thread") -> Path:
+def write_daemon_file(root: Path, endpoint: str, model_workers: str = "thread",
+                      checkpoint_every: int | None = None) -> Path:
     """`root/tvbod.yaml`: the given endpoint, state and runtime under `root`, plants in
-    `root/plants/*.yaml`, model jobs run by `model_workers` (`thread` or `process`)."""
+    `root/plants/*.yaml`, model jobs run by `model_workers` (`thread` or `process`), and
+    `checkpoint_every` when given (else the daemon's default)."""
     (root / "plants").mkdir(parents=True, exist_ok=True)
     path = root / "tvbod.yaml"
     path.write_text(textwrap.dedent(f"""\
@@ -34,7 +36,7 @@ def write_daemon_file(root: Path, endpoint: str, model_workers: str = "thread") 
         log_format: json
         plants: "plants/*.yaml"
         model_worker_kind: {model_workers}
-        """))
+        """) + (f"checkpoint_every: {checkpoint_every}\n" if checkpoint_every else ""))
     return path
 
 
