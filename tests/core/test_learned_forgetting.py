@@ -3,12 +3,16 @@
 generated the data; the spec key; exact state round trips and replay of the learned rate."""
 
 import json
+import math
 
 import numpy as np
 import pytest
+from scipy.linalg.lapack import dpotrf, dpotrs
 
 from tvbod.core import SpecError, make_strategy
-from tvbod.core.hyperparameters import FORGETTING_GRID, fit_forgetting
+from tvbod.core.hyperparameters import (
+    FORGETTING_GRID, fit_forgetting, forgetting_log_likelihoods,
+)
 from tvbod.core.kernels import ForgettingFactor, SquaredExponential
 from tvbod.core.spec import parse_spec
 
@@ -36,6 +40,42 @@ def test_the_learned_rate_is_the_grid_argmax_of_the_directly_computed_marginal_l
     K, y, t = _sample(0.03, 30, seed)
     values = [_log_marginal(K, y, t, e) for e in FORGETTING_GRID]
     assert fit_forgetting(K, y, t, NOISE) == FORGETTING_GRID[int(np.argmax(values))]
+
+
+def _released_values(K, y, times, noise_variance):
+    """The per-eps values as the release that introduced `auto` computed them (a fresh
+    `K * T_eps` and a copy per value): the work arrays must change no bit of them, or a journal
+    written then would replay to another rate."""
+    half_dt = 0.5 * np.abs(np.subtract.outer(times, times))
+    out = []
+    for eps in FORGETTING_GRID:
+        C = K * np.exp(half_dt * math.log1p(-eps)) if eps > 0 else K.copy()
+        C[np.diag_indices(len(y))] += noise_variance
+        L, info = dpotrf(C, lower=1, clean=1)
+        if info != 0:
+            out.append(-math.inf)
+            continue
+        alpha, _ = dpotrs(L, y, lower=1)
+        out.append(-0.5 * float(y @ alpha) - float(np.log(np.diag(L)).sum()))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("n", [2, 3, 17, 46, 96, 201])
+def test_the_work_arrays_give_every_value_bit_for_bit_as_fresh_matrices_did(n):
+    rng = np.random.default_rng(n)
+    for case in range(4):
+        A = rng.standard_normal((n, n + 3))
+        K = A @ A.T / (n + 3)  # an empirical covariance: symmetric only up to round-off
+        if case == 3:
+            K -= 2.0 * np.eye(n)  # indefinite: some values do not factor
+        y = rng.standard_normal(n)
+        times = np.sort(rng.choice(4 * n, n, replace=False)).astype(float)
+        values = forgetting_log_likelihoods(K, y, times, NOISE)
+        expected = _released_values(K, y, times, NOISE)
+        assert values.tobytes() == expected.tobytes()
+        finite = np.where(np.isfinite(expected), expected, -math.inf)
+        best = FORGETTING_GRID[int(np.argmax(finite))] if np.isfinite(finite).any() else 0.0
+        assert fit_forgetting(K, y, times, NOISE) == best
 
 
 def test_the_grid_spans_no_forgetting_to_a_fast_drift():
