@@ -131,10 +131,7 @@ class PlantRuntime(PlantTransitions, PlantRecovery, PlantReadouts, MeasurementCh
                                    "rid": str(req.request_id), "digest": _digest(req)}).reply
             self.proposal_deadline = time.monotonic() + self.config.proposal_timeout
             self.events.emit("proposal", t=t, proposal_id=pid, gains=self.proposal["gains"])
-            elapsed_ms = (time.perf_counter() - start) * 1e3
-            if elapsed_ms > self.ask_time_budget_ms:  # computed here: no job had prepared it
-                self.events.emit("slow_proposal", level="warning", t=t, ms=round(elapsed_ms, 1),
-                                 budget_ms=self.ask_time_budget_ms)
+            self._check_budget(t, time.perf_counter() - start)  # computed here, not prepared
         else:
             fields = self._proposal_fields()
             bounded_add(self.cache, str(req.request_id), (_digest(req), fields),
@@ -252,6 +249,8 @@ class PlantRuntime(PlantTransitions, PlantRecovery, PlantReadouts, MeasurementCh
             self.strategy.ask()
         except Exception as exc:  # noqa: BLE001 - the loop must go on
             self.prepared(Prepared(self.strategy.t, time.perf_counter() - start, error=exc))
+            return
+        self._check_budget(self.strategy.t, time.perf_counter() - start)
 
     def prepare(self, propose: bool) -> tuple[tuple, dict | None]:
         """The next step's model work, on a worker thread (tvbod/service/workers.py): the tell's
@@ -274,9 +273,14 @@ class PlantRuntime(PlantTransitions, PlantRecovery, PlantReadouts, MeasurementCh
                              error=repr(outcome.error))
             return
         self._best = outcome.best
-        ms = outcome.seconds * 1e3
+        self._check_budget(outcome.t, outcome.seconds)
+
+    def _check_budget(self, t: int, seconds: float) -> None:
+        """`slow_proposal` when computing step `t`'s proposal took longer than the daemon file's
+        `ask_time_budget_ms` (in an ask, a model job or the loop's idle time alike)."""
+        ms = seconds * 1e3
         if ms > self.ask_time_budget_ms:
-            self.events.emit("slow_proposal", level="warning", t=outcome.t, ms=round(ms, 1),
+            self.events.emit("slow_proposal", level="warning", t=t, ms=round(ms, 1),
                              budget_ms=self.ask_time_budget_ms)
 
     def close(self) -> None:
