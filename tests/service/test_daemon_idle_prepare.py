@@ -7,20 +7,9 @@ import subprocess
 import sys
 import time
 
-from daemon_harness import Daemon
+from daemon_harness import Daemon, arms_plant_yaml
 
-ARMS_PLANT = """\
-name: {name}
-parameters:
-  - {{name: arm, arms: 4}}
-sense: maximize
-optimizer:
-  strategy: et-gp-ucb
-  noise_variance: 0.01
-  seed: 3
-  kernel: {{type: matrix, matrix: [[1.0, 0.5, 0.25, 0.1], [0.5, 1.0, 0.5, 0.25],
-                                   [0.25, 0.5, 1.0, 0.5], [0.1, 0.25, 0.5, 1.0]]}}
-"""
+MATRIX = [[1.0, 0.5, 0.25, 0.1], [0.5, 1.0, 0.5, 0.25], [0.25, 0.5, 1.0, 0.5], [0.1, 0.25, 0.5, 1.0]]
 REWARDS = [0.1, 0.9, 0.4, 0.2]
 
 
@@ -39,7 +28,7 @@ def _wait_prepared(client, timeout=30.0):
 
 def test_a_light_plant_is_prepared_after_each_tell_without_an_ask_and_replays_exactly(tmp_path):
     d = Daemon(tmp_path)  # and a box plant, `alpha`, whose model work runs on a worker
-    (tmp_path / "plants" / "arms.yaml").write_text(ARMS_PLANT.format(name="arms"))
+    (tmp_path / "plants" / "arms.yaml").write_text(arms_plant_yaml("arms", MATRIX, seed=3))
     d.start()
     with d.client("arms") as c:
         assert not _status(c)["prepared"]  # the first proposal waits for the first ask

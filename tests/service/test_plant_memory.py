@@ -11,7 +11,7 @@ import msgpack
 import numpy as np
 import structlog
 
-from daemon_harness import objective, plant_yaml
+from daemon_harness import arms_plant_yaml, objective, plant_yaml
 from tvbod.core import make_strategy, parse_spec
 from tvbod.protocol import Ask, Tell
 from tvbod.service.config import load_plant_config
@@ -104,23 +104,14 @@ def test_a_checkpoint_is_byte_identical_after_a_restore_and_shares_its_strings(t
         again.close()
 
 
-ARMS_PLANT = """\
-name: {name}
-parameters:
-  - {{name: arm, arms: 3}}
-sense: maximize
-optimizer:
-  strategy: et-gp-ucb
-  noise_variance: {noise}
-  kernel: {{type: matrix, matrix: [[1.0, 0.5, 0.25], [0.5, 1.0, 0.5], [0.25, 0.5, 1.0]]}}
-"""
+MATRIX = [[1.0, 0.5, 0.25], [0.5, 1.0, 0.5], [0.25, 0.5, 1.0]]
 
 
 def test_plant_files_with_the_same_optimizer_mapping_share_one_mapping_and_spec(tmp_path):
     paths = {}
     for name, noise in (("a", "0.01"), ("b", "0.01"), ("c", "0.02"), ("d", "1")):
         paths[name] = tmp_path / f"{name}.yaml"
-        paths[name].write_text(ARMS_PLANT.format(name=name, noise=noise))
+        paths[name].write_text(arms_plant_yaml(name, MATRIX, noise))
     cfg = {name: load_plant_config(p) for name, p in paths.items()}
     assert cfg["a"].optimizer is cfg["b"].optimizer
     assert cfg["a"].optimizer_mapping is cfg["b"].optimizer_mapping
@@ -128,7 +119,7 @@ def test_plant_files_with_the_same_optimizer_mapping_share_one_mapping_and_spec(
     assert cfg["c"].optimizer is not cfg["a"].optimizer
     assert cfg["c"].optimizer.noise_variance == 0.02
     paths["e"] = tmp_path / "e.yaml"  # 1 and 1.0: the same fingerprint, each its own mapping
-    paths["e"].write_text(ARMS_PLANT.format(name="e", noise="1.0"))
+    paths["e"].write_text(arms_plant_yaml("e", MATRIX, "1.0"))
     e, d = load_plant_config(paths["e"]), cfg["d"]
     assert e.fingerprint == d.fingerprint and e.optimizer_mapping is not d.optimizer_mapping
     assert type(e.optimizer_mapping["noise_variance"]) is float

@@ -41,6 +41,15 @@ def plant_yaml(name: str, **kw) -> str:
     return PLANT_BOX.format(**values)
 
 
+def arms_plant_yaml(name: str, matrix: list[list[float]], noise: str = "0.01",
+                    seed: int = 1) -> str:
+    """A finite-domain plant, one arm per row of the kernel `matrix` (the startup bench's file);
+    `noise` is written as given, so `1` and `1.0` stay distinct YAML."""
+    from tvbod.bench.startup import PLANT
+
+    return PLANT.format(name=name, arms=len(matrix), noise=noise, seed=seed, matrix=matrix)
+
+
 def objective(gains: dict, t: int) -> float:
     """A deterministic plant response that jumps at t = 15, for session tests."""
     kp, ki = gains["kp"], gains["ki"]

@@ -33,6 +33,7 @@ from pathlib import Path
 
 CASES = ("shipped", "inline", "side-file")
 ARMS = 50
+#: A finite-domain plant file (the tests' harness writes its arms plants from it too).
 PLANT = """\
 name: {name}
 parameters:
@@ -40,7 +41,7 @@ parameters:
 sense: maximize
 optimizer:
   strategy: et-gp-ucb
-  noise_variance: 0.01
+  noise_variance: {noise}
   seed: {seed}
   kernel:
     type: matrix
@@ -94,7 +95,7 @@ def write_arms_tree(root: Path, plants: int, side_file: bool) -> Path:
             rows = "\n".join("      - [" + ", ".join(repr(float(v)) for v in row) + "]" for row in K)
             matrix = "\n" + rows
         (root / "plants" / f"{name}.yaml").write_text(
-            PLANT.format(name=name, arms=ARMS, seed=i, matrix=matrix))
+            PLANT.format(name=name, arms=ARMS, noise="0.01", seed=i, matrix=matrix))
     (root / "tvbod.yaml").write_text("plants: plants/*.yaml\n")
     return root / "tvbod.yaml"
 
