@@ -224,10 +224,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"tvbod demo: daemon pid {daemon.pid} serving {endpoint}", flush=True)
         adapters = {
             "cartpole": [sys.executable, "-m", "plant_adapters.cartpole", "--endpoint", endpoint,
-                         "--steps", str(args.cartpole_steps), "--jump-at", str(args.jump_at),
+                         "--until", str(args.cartpole_steps), "--jump-at", str(args.jump_at),
                          "--out", str(run_dir / "cartpole.jsonl")],
             "temperature": [sys.executable, "-m", "plant_adapters.temperature", "--endpoint",
-                            endpoint, "--steps", str(args.temperature_steps),
+                            endpoint, "--until", str(args.temperature_steps),
                             "--out", str(run_dir / "temperature.jsonl")],
         }
         procs, threads, outputs = {}, [], {}

@@ -1,6 +1,7 @@
 """The cart-pole adapter: runs the simulated closed loop with the proposed gains.
 
-`python -m plant_adapters.cartpole --config configs/adapters/cartpole.yaml [--endpoint ...]`.
+`python -m plant_adapters.cartpole --config configs/adapters/cartpole.yaml [--steps N | --until T]`
+(default: until T = 300).
 The bearing friction follows the configured profile (default: x2.5 at t = 100); each step's
 process noise is seeded by (seed, t), and the exact regret against the LQR optimum for the
 current friction is reported in the tell's metadata and the step records.
@@ -12,14 +13,14 @@ import sys
 
 import numpy as np
 
-from plant_adapters.adapter_cli import (base_parser, client_for, guarded, run_session,
-                                        settings)
+from plant_adapters.adapter_cli import (base_parser, client_for, guarded, horizon,
+                                        run_session, settings)
 from plant_adapters.cartpole.dynamics import CartPoleParams, CartPolePlant, FrictionProfile
 from plant_adapters.runner import Outcome
 
 GAIN_ORDER = ("k_x", "k_xd", "k_phi", "k_phid")
 DEFAULTS = {
-    "endpoint": None, "plant": "cartpole", "steps": 300, "seed": 0, "max_cost": 100.0,
+    "endpoint": None, "plant": "cartpole", "until": 300, "seed": 0, "max_cost": 100.0,
     "friction": {"base": 2.2e-3, "profile": "jump", "factor": 2.5, "t0": 100, "t1": None},
 }
 
@@ -68,8 +69,7 @@ def _main(argv: list[str] | None) -> int:
                           make_profile(cfg["friction"]), seed=int(cfg["seed"]),
                           max_cost=float(cfg["max_cost"]))
     with client_for(cfg, args, "cartpole-adapter") as client:
-        return run_session(client, CartPoleAdapterPlant(plant), int(cfg["steps"]), args,
-                           cfg["plant"])
+        return run_session(client, CartPoleAdapterPlant(plant), horizon(cfg), args, cfg["plant"])
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The temperature adapter: replays Intel Lab sensor temperatures; the optimizer picks a sensor.
 
-`python -m plant_adapters.temperature --config configs/adapters/temperature.yaml [--speed S]`.
+`python -m plant_adapters.temperature --config configs/adapters/temperature.yaml [--speed S]`
+(`--steps N` / `--until T` as every adapter; default: until the data's end, T = 96).
 At test step t the measurement is the chosen sensor's temperature, standardized with the training
 mean and std; the regret is the hottest sensor's value minus the chosen one's. `--speed 1` paces
 the replay in real time (one step per grid interval), `--speed 60` sixty times faster; the
@@ -15,14 +16,14 @@ from pathlib import Path
 
 import numpy as np
 
-from plant_adapters.adapter_cli import (base_parser, client_for, guarded, run_session,
-                                        settings)
+from plant_adapters.adapter_cli import (base_parser, client_for, guarded, horizon,
+                                        run_session, settings)
 from plant_adapters.runner import Outcome
 from plant_adapters.temperature.source import (
     DATA_DIR, TemperatureStream, load_split, read_raw, resample, split_days, standardize,
 )
 
-DEFAULTS = {"endpoint": None, "plant": "temperature", "steps": 96, "seed": 0,
+DEFAULTS = {"endpoint": None, "plant": "temperature", "until": 96, "seed": 0,
             "data_dir": None, "interval_minutes": 30, "speed": 0.0}
 
 
@@ -73,7 +74,7 @@ def _main(argv: list[str] | None) -> int:
     if args.interval is not None:
         cfg["interval_minutes"] = args.interval
     stream = load_stream(cfg, args.raw)
-    steps = min(int(cfg["steps"]), len(stream))
+    how_far = horizon(cfg, limit=len(stream))  # the data's test steps are the plant's last
     delay = 60.0 * float(cfg["interval_minutes"]) / cfg["speed"] if cfg["speed"] > 0 else 0.0
     with client_for(cfg, args, "temperature-adapter") as client:
         hello = client.hello()
@@ -81,7 +82,7 @@ def _main(argv: list[str] | None) -> int:
         if arms is not None and arms != stream.arms:
             raise SystemExit(f"the daemon's plant has {arms} arms, the data {stream.arms} sensors")
         plant = TemperaturePlant(stream, hello["parameters"][0]["name"])
-        return run_session(client, plant, steps, args, cfg["plant"], speed_delay_s=delay)
+        return run_session(client, plant, how_far, args, cfg["plant"], speed_delay_s=delay)
 
 
 if __name__ == "__main__":

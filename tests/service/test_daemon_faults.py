@@ -76,7 +76,7 @@ def test_adapter_killed_mid_proposal_resumes_the_pending_proposal(tmp_path):
     d = _shipped_cartpole_daemon(tmp_path).start()
     records = tmp_path / "cart.jsonl"
     cmd = [sys.executable, "-m", "plant_adapters.cartpole", "--endpoint", d.endpoint,
-           "--steps", "12", "--out", str(records)]
+           "--until", "12", "--out", str(records)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for line in proc.stdout:
         if line.startswith("[cartpole] t=5 "):
