@@ -9,8 +9,9 @@ import sys
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", metavar="FILE", default=None,
-                        help="daemon file (default: $TVBOD_CONFIG or configs/tvbod.yaml)")
+    from tvbod.service.daemon_file import CONFIG_HELP
+
+    parser.add_argument("--config", metavar="FILE", default=None, help=CONFIG_HELP)
     parser.add_argument("--log-format", choices=("json", "console"), default=None,
                         help="override the configured log format")
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default=None,

@@ -12,10 +12,13 @@ import argparse
 import json
 import sys
 
+from tvbod.service.daemon_file import CONFIG_HELP
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("plant", help="plant name")
-    parser.add_argument("--config", metavar="FILE", help="daemon file whose first endpoint to use")
+    parser.add_argument("--config", metavar="FILE", help=f"{CONFIG_HELP}; its first endpoint is "
+                        "used")
     parser.add_argument("--endpoint", help="endpoint to connect to (overrides --config)")
     parser.add_argument("--timeout", type=float, default=2.0, help="seconds per try (default 2)")
     parser.add_argument("--json", action="store_true", help="print the raw reply as JSON")

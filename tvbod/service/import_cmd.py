@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tvbod.errors import TvbodError
+from tvbod.service.daemon_file import CONFIG_HELP
 
 _TRUE, _FALSE = {"true", "1", "yes"}, {"false", "0", "no", ""}
 
@@ -32,8 +33,7 @@ class ImportError_(TvbodError):  # noqa: N801 - not the builtin ImportError
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("plant", help="plant name (in the daemon file's plants)")
     parser.add_argument("file", type=Path, help="CSV with the columns of tvbod export")
-    parser.add_argument("--config", metavar="FILE", default=None,
-                        help="daemon file (default: $TVBOD_CONFIG or configs/tvbod.yaml)")
+    parser.add_argument("--config", metavar="FILE", default=None, help=CONFIG_HELP)
 
 
 def _finite(text: str, where: str) -> float:

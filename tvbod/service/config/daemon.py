@@ -19,12 +19,13 @@ from tvbod.service.config.endpoints import (
     DEFAULT_ENDPOINT, default_runtime_dir, default_state_dir, endpoints,
 )
 from tvbod.service.config.plants import PlantConfig, load_plant_config
+from tvbod.service.daemon_file import (  # noqa: F401 (DEFAULT_DAEMON_FILE: re-exported)
+    DEFAULT_DAEMON_FILE, find_daemon_file,
+)
 
 if TYPE_CHECKING:
     from tvbod.service.security import CurveConfig
 
-#: Daemon file used when no path is given and `$TVBOD_CONFIG` is unset (relative to the cwd).
-DEFAULT_DAEMON_FILE = Path("configs/tvbod.yaml")
 #: Integer daemon keys: (lowest, highest); the defaults are `DaemonConfig`'s.
 DAEMON_LIMITS = {
     "checkpoint_every": (1, 100_000),
@@ -90,11 +91,17 @@ def load_daemon_config(path: Path | str | None = None, env: Mapping[str, str] = 
                        isatty: bool | None = None) -> DaemonConfig:
     """Read the daemon file and every plant file it names.
 
-    `path` defaults to `$TVBOD_CONFIG`, else `configs/tvbod.yaml`. `env` supplies the systemd and
-    XDG directory variables. `log_format: auto` stays `auto` unless `isatty` is given, then it is
+    `path` defaults to `$TVBOD_CONFIG`, else the first daemon file of the search path
+    (`tvbod.service.daemon_file.find_daemon_file`). `env` supplies those and the systemd and XDG
+    directory variables. `log_format: auto` stays `auto` unless `isatty` is given, then it is
     `console` for a terminal and `json` otherwise."""
-    path = Path(path if path is not None else env.get("TVBOD_CONFIG") or DEFAULT_DAEMON_FILE)
-    m = read_yaml(path)
+    path, found_by = find_daemon_file(path, env)
+    try:
+        m = read_yaml(path)
+    except ConfigError as exc:
+        if found_by != "$TVBOD_CONFIG" or exc.key is not None:
+            raise
+        raise ConfigError(path, None, f"{exc.problem} (named by $TVBOD_CONFIG)") from None
     base = path.resolve().parent
     with in_file(path):
         _check_keys(m, _DAEMON_KEYS)
