@@ -198,7 +198,9 @@ def test_deployment_service_install(deployment, tmp_path):
     init = install[2]
     assert init == "/opt/tvbod/venv/bin/tvbod init /etc/tvbod --systemd"
     env = deployment.env(tmp_path)
-    _run(shlex.split(deployment.mapped(init)), env=env)
+    # The mapped /opt/tvbod and /etc/tvbod lie in a temporary directory, which the units'
+    # PrivateTmp= hides: init refuses that unless --force (tests/service/test_init_cmd.py).
+    _run(shlex.split(deployment.mapped(init)) + ["--force"], env=env)
     etc = Path(deployment.mapping["/etc/tvbod"])
     for adapter in ("cartpole", "temperature"):
         assert "endpoint: ipc:///run/tvbod/tvbod.sock " in (etc / "adapters" / f"{adapter}.yaml").read_text()

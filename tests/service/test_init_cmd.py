@@ -1,16 +1,19 @@
 """`tvbod init DIR`: a complete tree that the daemon loads, adapters pointing at the daemon's
-default endpoint, units for this environment, and never an overwrite."""
+default endpoint, units for this environment, never an overwrite, and no units whose sandbox
+hides their interpreter (`--force` writes them with a warning)."""
 
 import os
 import subprocess
 import sys
+import sysconfig
+import tempfile
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tvbod.service.config import load_daemon_config
-from tvbod.service.init_cmd import SYSTEMD_ENV
+from tvbod.service.init_cmd import SYSTEMD_ENV, _units_paths, sandbox_problem
 
 TREE = ["adapters/cartpole.yaml", "adapters/temperature.yaml", "plants/INTEL-LAB-DATA.md",
         "plants/cartpole.yaml", "plants/temperature.yaml", "plants/temperature_train.csv",
@@ -47,9 +50,13 @@ def test_init_writes_a_tree_the_daemon_loads_with_adapters_on_its_endpoint(tmp_p
 
 
 def test_init_for_systemd_points_adapters_and_units_at_the_service(tmp_path):
-    r = _init(tmp_path / "etc", "--systemd")
+    # The test's own interpreter and tmp_path may well lie where the units' sandbox looks away
+    # (/root, /tmp): --force writes the units all the same, with the warning.
+    r = _init(tmp_path / "etc", "--systemd", "--force")
     assert r.returncode == 0, r.stderr
     etc = tmp_path / "etc"
+    hidden = sandbox_problem(_units_paths(etc))
+    assert ("WARNING: units written with --force will not start" in r.stderr) == bool(hidden)
     config = load_daemon_config(etc / "tvbod.yaml", SYSTEMD_ENV)
     assert config.endpoints == ("ipc:///run/tvbod/tvbod.sock",)
     assert yaml.safe_load((etc / "adapters/cartpole.yaml").read_text())["endpoint"] == \
@@ -105,3 +112,56 @@ def test_run_without_a_configuration_points_at_init(tmp_path, monkeypatch, capsy
     assert f"daemon file: not found; looked at {tmp_path}/configs/tvbod.yaml" in err
     assert "tvbod init DIR" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def _venv_under_tmp(root: Path) -> Path:
+    """A real virtualenv in `root` whose interpreter sees this environment's packages (a `.pth`
+    adding our site-packages), so `tvbod` runs from it."""
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=120)
+    site = Path(subprocess.run([str(venv / "bin" / "python"), "-c",
+                                "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    (site / "project.pth").write_text(
+        f"import site; site.addsitedir({sysconfig.get_path('purelib')!r})\n")
+    return venv / "bin" / "python"
+
+
+def test_init_for_systemd_from_a_venv_under_tmp_is_refused_and_force_warns(tmp_path):
+    with tempfile.TemporaryDirectory(dir="/tmp") as tmp:  # under /tmp, wherever tmp_path is
+        python = _venv_under_tmp(Path(tmp))
+        etc = tmp_path / "etc"
+        refused = subprocess.run([str(python), "-m", "tvbod", "init", str(etc), "--systemd"],
+                                 capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+        err = refused.stderr
+        assert err.startswith(f"tvbod init: the units would not start: the interpreter {python} ")
+        assert "is under /tmp, which the units' PrivateTmp=yes hides from the service" in err
+        assert "under /opt or /usr/local" in err and "--force" in err
+        assert "nothing was written" in err and not etc.exists()
+        forced = subprocess.run([str(python), "-m", "tvbod", "init", str(etc), "--systemd",
+                                 "--force"], capture_output=True, text=True, timeout=120)
+        assert forced.returncode == 0, forced.stderr
+        assert "WARNING: units written with --force will not start: the interpreter" in forced.stderr
+        assert f"ExecStart={python} -m plant_adapters.%i" in \
+            (etc / "systemd/tvbod-adapter@.service").read_text()
+        # without --systemd the units are a by-product: the tree is written, with a note
+        local = subprocess.run([str(python), "-m", "tvbod", "init", str(tmp_path / "site")],
+                               capture_output=True, text=True, timeout=120)
+        assert local.returncode == 0 and "note: the units in systemd/ would not start" in local.stdout
+
+
+def test_sandbox_check_follows_symbolic_links_into_a_hidden_tree(tmp_path):
+    hidden = {str(tmp_path / "home"): "ProtectHome=yes"}
+    (tmp_path / "home" / "pyenv").mkdir(parents=True)
+    (tmp_path / "home" / "pyenv" / "python3").write_text("")
+    (tmp_path / "opt").mkdir()
+    (tmp_path / "opt" / "python").symlink_to(tmp_path / "home" / "pyenv" / "python3")
+    problem = sandbox_problem({"the interpreter": tmp_path / "opt" / "python"}, hidden)
+    assert problem == (f"the interpreter {tmp_path}/opt/python (through symbolic links: "
+                       f"{tmp_path}/home/pyenv/python3) is under {tmp_path}/home, which the units' "
+                       "ProtectHome=yes hides from the service")
+    assert sandbox_problem({"the interpreter": tmp_path / "opt"}, hidden) is None
+    assert "the configuration directory" in sandbox_problem(
+        {"the configuration directory": tmp_path / "home"}, hidden)

@@ -15,6 +15,12 @@ the environment `init` runs in ($XDG_RUNTIME_DIR/tvbod/tvbod.sock, else /tmp/tvb
 with `--systemd` it is the one the unit gets (`ipc:///run/tvbod/tvbod.sock`, RuntimeDirectory=).
 Nothing is overwritten: if any of these files exists, nothing is written and the exit status is 2.
 The tree is validated with the daemon's own loader before anything is written.
+
+The units' sandbox hides `/tmp` and `/var/tmp` (`PrivateTmp=yes`) and `/home`, `/root` and
+`/run/user` (`ProtectHome=yes`) from the service. With `--systemd`, an interpreter, virtualenv or
+target directory there (checked as given and with every symbolic link resolved) would give units
+that cannot start, so `init` refuses (exit 2, nothing written) unless `--force`, which writes them
+with a warning. Without `--systemd` the units are a by-product and it only notes it.
 """
 
 from __future__ import annotations
@@ -35,6 +41,10 @@ SYSTEMD_ENV = {"STATE_DIRECTORY": "/var/lib/tvbod", "RUNTIME_DIRECTORY": "/run/t
 _PLANTS = ("cartpole", "temperature")
 _EMPIRICAL = re.compile(r"^(\s*empirical_from:\s*)(\S+)(.*)$", re.MULTILINE)
 _ENDPOINT = re.compile(r"^endpoint:.*$", re.MULTILINE)
+#: Trees the units' sandbox hides from the service, and the unit option that hides each.
+SANDBOX_HIDDEN = {"/tmp": "PrivateTmp=yes", "/var/tmp": "PrivateTmp=yes",
+                  "/home": "ProtectHome=yes", "/root": "ProtectHome=yes",
+                  "/run/user": "ProtectHome=yes"}
 
 
 class InitError(TvbodError):
@@ -47,6 +57,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--systemd", action="store_true",
                         help="adapter endpoints for the systemd units (ipc:///run/tvbod/tvbod.sock)"
                         " instead of this environment's default")
+    parser.add_argument("--force", action="store_true",
+                        help="with --systemd: write the units even when their sandbox hides this "
+                        "interpreter, virtualenv or DIR (they will not start; a warning says why)")
+
+
+def _hider(path: Path, hidden: dict[str, str]) -> tuple[str, str] | None:
+    """`(hidden tree, unit option)` when `path` lies in one of `hidden`'s trees, else None."""
+    for tree, option in hidden.items():
+        if path == Path(tree) or Path(tree) in path.parents:
+            return tree, option
+    return None
+
+
+def sandbox_problem(paths: dict[str, Path], hidden: dict[str, str] = SANDBOX_HIDDEN) -> str | None:
+    """Why the units cannot run `paths` (`{what: path}`: the interpreter, the virtualenv, the
+    configuration), each checked as given and resolved through symbolic links; None when they can.
+    """
+    problems = []
+    for what, path in paths.items():
+        path = Path(os.path.abspath(path))
+        for candidate in dict.fromkeys((path, Path(os.path.realpath(path)))):
+            found = _hider(candidate, hidden)
+            if found is not None:
+                via = "" if candidate == path else f" (through symbolic links: {candidate})"
+                problems.append(f"{what} {path}{via} is under {found[0]}, which the units' "
+                                f"{found[1]} hides from the service")
+                break
+    return "; ".join(problems) or None
+
+
+def _units_paths(target: Path) -> dict[str, Path]:
+    """What the units' ExecStart= lines need to see: this interpreter, its virtualenv and standard
+    library, and the configuration directory."""
+    return {"the interpreter": Path(sys.executable), "the virtualenv": Path(sys.prefix),
+            "the interpreter's standard library": Path(sys.base_prefix),
+            "the configuration directory": target}
 
 
 def plant_tree() -> dict[str, bytes]:
@@ -133,19 +179,29 @@ def run(args: argparse.Namespace) -> int:
     from tvbod.service.config import ConfigError
 
     target = args.dir.expanduser().absolute()
+    hidden = sandbox_problem(_units_paths(target))
     try:
+        if args.systemd and hidden and not args.force:
+            raise InitError(f"the units would not start: {hidden}; install tvbod into a "
+                            "virtualenv under /opt or /usr/local made from an interpreter outside "
+                            "/home, /root and /tmp and write the tree to /etc/tvbod "
+                            "(docs/deployment.md), or pass --force to write them anyway; nothing "
+                            "was written")
         files, endpoint = build_tree(target, args.systemd)
         write_tree(target, files)
     except (InitError, ConfigError) as exc:
         print(f"tvbod init: {exc}", file=sys.stderr)
         return 2
+    if args.systemd and hidden:
+        print(f"tvbod init: WARNING: units written with --force will not start: {hidden} "
+              "(docs/deployment.md, Install as a service)", file=sys.stderr)
     print(f"tvbod init: wrote {len(files)} files into {target}")
     print(f"  adapters connect to {endpoint}")
     for rel in sorted(files):
         print(f"  {rel}")
-    if any(str(p).startswith(("/home/", "/root/")) for p in (Path(sys.prefix), target)):
-        print("  note: the units point into a home directory, which ProtectHome=yes hides from "
-              "the service; for systemd install into /opt and /etc (docs/deployment.md)")
+    if hidden and not args.systemd:
+        print(f"  note: the units in systemd/ would not start: {hidden}; for systemd install into "
+              "/opt and /etc (docs/deployment.md)")
     print(f"next: tvbod run --config {target}/tvbod.yaml, then "
           f"python -m plant_adapters.cartpole --config {target}/adapters/cartpole.yaml")
     return 0
