@@ -24,6 +24,8 @@ COMMANDS = {
     "replay": ("tvbod.service.replay", "re-run a plant's optimizer offline from its journal"),
     "export": ("tvbod.service.export_cmd", "a plant's history as CSV or JSON lines (read-only)"),
     "import": ("tvbod.service.import_cmd", "seed a plant's state offline from a CSV"),
+    "repair": ("tvbod.service.repair_cmd", "rebuild a quarantined plant from its history "
+               "(offline)"),
     "keygen": ("tvbod.service.keygen", "create a CURVE key pair"),
     "demo": ("tvbod.demo", "the daemon with both demo plants, end to end (make demo)"),
 }

@@ -212,3 +212,32 @@ def test_a_stored_auto_offset_without_pessimism_replays_with_the_plain_mean():
     assert with_explicit_defaults(_spec(kept), stored=True)["measurement"] == kept
     assert with_explicit_defaults(_spec({"offset": 1.0, "scale": 2.0}))["measurement"] == {
         "offset": 1.0, "scale": 2.0}
+
+
+# ---------------------------------------------------------------------- absurd measurements
+@pytest.mark.parametrize("value", [1.7976931348623157e308, -1.7976931348623157e308, 1e200])
+@pytest.mark.parametrize("position", [2, 3, 10, 20])
+def test_a_measurement_that_would_make_the_map_non_finite_is_refused_and_changes_nothing(
+        value, position):
+    from tvbod.core.errors import DomainError
+    from tvbod.service.state_check import non_finite
+
+    s = make_strategy(parse_spec(_spec()))
+    for t in range(1, position):
+        s.tell(s.ask(), _cost(s.ask(), t))
+    x = s.ask()
+    before = s.state_dict()
+    with pytest.raises(DomainError, match="non-finite"):
+        s.tell(x, value)
+    assert s.state_dict() == before  # refused before any change
+    s.tell(x, _cost(x, position))
+    assert non_finite(s.state_dict(), "state", []) == []
+
+
+def test_the_check_admits_what_keeps_the_map_finite_and_equals_the_estimate_it_makes():
+    m = OutputMap(None, None, -1.0, 4, pessimism=1.0)
+    for y in (5e-324, -0.0, 1e150, 3.0):
+        m.check(y)
+        m.observe(y)
+    raw = np.asarray([5e-324, -0.0, 1e150, 3.0])
+    assert m.scale_ == float(raw.std()) and m.offset_ == float(raw.mean()) + m.scale_

@@ -1,5 +1,6 @@
 """Corrupt and truncated checkpoints and journals are detected and recovered from as documented
-(docs/reliability.md): fall back a generation, cut a torn tail, refuse a partial history."""
+(docs/reliability.md): fall back a generation, cut a torn tail, quarantine a plant whose history
+is partial."""
 
 import subprocess
 import sys
@@ -91,14 +92,28 @@ def test_corrupt_journal_record_stops_replay_there_and_saves_the_tail(tmp_path):
     assert d.stop() == 0
 
 
-def test_both_checkpoints_corrupt_refuses_to_start_with_a_partial_history(tmp_path):
+def _unavailable(d, plant="alpha"):
+    """The error a request for a quarantined plant gets."""
+    from plant_adapters.client import DaemonError
+
+    with d.client(plant, retries=0) as c:
+        try:
+            c.ask()
+        except DaemonError as exc:
+            return exc
+    raise AssertionError(f"plant {plant} answered an ask")
+
+
+def test_both_checkpoints_corrupt_quarantines_the_plant_instead_of_a_partial_history(tmp_path):
     d = _crashed_session(tmp_path, steps=14)
     for name in ("checkpoint", "checkpoint.prev"):
         _flip(_plant_dir(d) / name, 60)
-    out = subprocess.run([sys.executable, "-m", "tvbod", "run", "--config", str(d.root / "tvbod.yaml")],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 1
-    assert "alpha" in out.stderr and "missing" in out.stderr and "inspect" in out.stderr
+    d.start()  # the daemon starts: one plant's state must not stop the others
+    err = _unavailable(d)
+    assert err.code == "plant_unavailable"
+    assert "missing" in str(err) and "inspect" in str(err) and "repair" in str(err)
+    assert d.stop() == 0
+    assert list(_plant_dir(d).glob("checkpoint.corrupt-*"))  # kept, set aside, not deleted
 
 
 def test_state_written_by_another_schema_is_refused_not_treated_as_corrupt(tmp_path):
@@ -110,8 +125,9 @@ def test_state_written_by_another_schema_is_refused_not_treated_as_corrupt(tmp_p
     magic, _, length, digest = _CK_HEADER.unpack_from(data)
     _CK_HEADER.pack_into(data, 0, magic, 2, length, digest)
     ck.write_bytes(bytes(data))
-    out = subprocess.run([sys.executable, "-m", "tvbod", "run", "--config", str(d.root / "tvbod.yaml")],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 1
-    assert "file schema 2" in out.stderr and "another tvbod version" in out.stderr
+    d.start()
+    err = _unavailable(d)
+    assert err.code == "plant_unavailable"
+    assert "file schema 2" in str(err) and "another tvbod version" in str(err)
+    assert d.stop() == 0
     assert ck.exists() and not list(_plant_dir(d).glob("checkpoint.corrupt-*"))  # nothing moved

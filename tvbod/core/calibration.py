@@ -33,7 +33,7 @@ import math
 
 import numpy as np
 
-from .errors import StateError
+from .errors import DomainError, StateError
 
 
 class OutputMap:
@@ -71,23 +71,44 @@ class OutputMap:
         return self.sign * np.asarray(v) * self.scale_ + self.offset_
 
     def observe(self, y: float) -> bool:
-        """Record `y` while calibrating; True if the offset or scale moved."""
+        """Record `y` while calibrating; True if the offset or scale moved. Raises `DomainError`
+        (nothing recorded) for a `y` the map cannot take (`check`)."""
         if not self.calibrating:
             return False
+        self.check(y)
         self.raw_.append(float(y))
-        return self._estimate()
-
-    def _estimate(self) -> bool:
-        raw = np.asarray(self.raw_)
         old = (self.offset_, self.scale_)
+        self.offset_, self.scale_ = self._estimates(self.raw_)
+        return (self.offset_, self.scale_) != old
+
+    def check(self, y: float) -> None:
+        """`DomainError` unless `y` maps to a finite internal value, and (while calibrating) the
+        offset/scale estimated with `y` stay finite: one absurd measurement must not turn the map,
+        and every later measurement with it, into inf or NaN. Changes nothing."""
+        with np.errstate(all="ignore"):
+            ok = math.isfinite(float(y)) and math.isfinite(self.to_internal(y))
+            if ok and self.calibrating:
+                offset, scale = self._estimates([*self.raw_, float(y)])
+                ok = math.isfinite(offset) and math.isfinite(scale) and scale > 0
+        if not ok:
+            raise DomainError(f"measurement {y!r} would make the measurement map's offset/scale "
+                              "or the GP's target non-finite")
+
+    def _estimates(self, raw_list: list[float]) -> tuple[float, float]:
+        """`(offset, scale)` from the calibration measurements `raw_list`: the mean (moved by
+        `pessimism` scales) and the standard deviation, where they are auto."""
+        raw = np.asarray(raw_list)
+        offset, scale = self.offset_, self.scale_
         if self.fixed_scale is None and raw.size >= 2:
             sd = float(raw.std())
             # identical measurements carry no scale: keep the previous one
             if sd > 1e-12 * max(1.0, float(np.abs(raw).max())):
-                self.scale_ = sd
+                scale = sd
         if self.fixed_offset is None:
-            self.offset_ = float(raw.mean()) - self._margin()
-        return (self.offset_, self.scale_) != old
+            has_scale = self.fixed_scale is not None or raw.size >= 2
+            margin = self.sign * self.pessimism * scale if has_scale else 0.0
+            offset = float(raw.mean()) - margin
+        return offset, scale
 
     def _margin(self) -> float:
         """`sign * pessimism * scale`: how far the auto offset lies on the worse side of the

@@ -89,6 +89,7 @@ class ErrorCode(StrEnum):
     BAD_FIELD = "bad_field"
     VERSION_MISMATCH = "version_mismatch"
     UNKNOWN_PLANT = "unknown_plant"
+    PLANT_UNAVAILABLE = "plant_unavailable"
     UNKNOWN_PROPOSAL = "unknown_proposal"
     STALE_PROPOSAL = "stale_proposal"
     DUPLICATE_TELL = "duplicate_tell"
@@ -121,6 +122,8 @@ _DEFAULT_MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.BAD_FIELD: "a field is missing or has the wrong type",
     ErrorCode.VERSION_MISMATCH: f"this daemon speaks protocol version {PROTOCOL_VERSION} only",
     ErrorCode.UNKNOWN_PLANT: "no plant with this name is configured",
+    ErrorCode.PLANT_UNAVAILABLE: "the plant is quarantined: its saved state could not be restored "
+                                 "(see `tvbod inspect` and `tvbod repair`)",
     ErrorCode.UNKNOWN_PROPOSAL: "no proposal with this id was ever issued for this plant",
     ErrorCode.STALE_PROPOSAL: "the proposal was abandoned (not told in time); ask again",
     ErrorCode.DUPLICATE_TELL: "this proposal was already told under another request id",

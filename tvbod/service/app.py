@@ -60,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if config.metrics is not None:
         endpoints.append(f"http://{config.metrics[0]}:{config.metrics[1]}/metrics")
+    for name in server.quarantined:
+        metrics.quarantined(name, True)
     for plant in server.plants.values():  # the gauges start where the restore left the plants
         metrics.observe("plant_restored", {"plant": plant.name, "t": plant.strategy.t,
                                            "dataset_size": plant.strategy.dataset_size})
@@ -67,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     # READY=1 only now: configs validated, state restored, sockets bound, SIGHUP handled.
     notifier.ready(server.status_line())
     sink.emit("daemon_started", endpoints=endpoints, plants=sorted(server.plants),
+              quarantined=sorted(server.quarantined),
               state_dir=str(config.state_dir), config=str(config.path))
     try:
         server.serve()

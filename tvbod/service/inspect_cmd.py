@@ -1,13 +1,15 @@
 """`tvbod inspect PATH`: summarize a plant's checkpoint, journal and events without a daemon.
 
 PATH is a state directory (every plant under `plants/`), one plant's directory, or a file inside
-one. Nothing is modified: recovery runs on a temporary copy.
+one. Nothing is modified: recovery runs on a temporary copy. Exits 1 when a plant cannot be
+restored (the daemon quarantines it), naming why.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
 import tempfile
@@ -41,24 +43,38 @@ def plant_dirs(path: Path) -> list[Path]:
     return [path] if is_plant_dir(path) else []
 
 
+def _offline(problem: str) -> str:
+    """A recovery note as the daemon would act on it: inspect works on a copy and moves nothing."""
+    return re.sub(r"; moved to (\S+)$", r"; the daemon would move it to \1 (nothing was moved)",
+                  problem)
+
+
 def summarize(plant_dir: Path) -> dict[str, Any]:
-    """What recovery would find in `plant_dir` (run on a copy), plus the event log's history."""
+    """What recovery would find in `plant_dir` (run on a copy), plus the event log's history.
+    `errors` lists what makes the plant unrestorable: the daemon quarantines such a plant."""
     from tvbod.service.event_files import history_files, read_history
-    from tvbod.service.store import PlantStore
+    from tvbod.service.state_check import restore_problems
+    from tvbod.service.store import PlantStore, UnsupportedSchema
 
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "plants" / plant_dir.name
         shutil.copytree(plant_dir, copy, ignore=shutil.ignore_patterns("events*"))
         store = PlantStore(Path(tmp), plant_dir.name)
-        rec = store.recover()
-        store.close()
+        try:
+            rec = store.recover()
+        except UnsupportedSchema as exc:
+            return {"plant": plant_dir.name, "directory": str(plant_dir), "errors": [str(exc)]}
+        finally:
+            store.close()
+    errors, _ = restore_problems(plant_dir)
     state = rec.state or {}
     strat = state.get("strategy", {})
     kinds = Counter(r.get("kind") for r in rec.records_after_checkpoint)
     summary: dict[str, Any] = {
         "plant": plant_dir.name, "directory": str(plant_dir),
         "checkpoint": rec.source, "journal_seq_in_checkpoint": rec.journal_seq,
-        "journal_records_after_checkpoint": dict(kinds), "problems": rec.problems,
+        "journal_records_after_checkpoint": dict(kinds),
+        "errors": errors, "problems": [_offline(p) for p in rec.problems],
         "strategy": strat.get("strategy"), "t_at_checkpoint": strat.get("t"),
         "dataset_size_at_checkpoint": len(strat.get("gp", {}).get("y", [])),
         "resets_at_checkpoint": strat.get("resets"), "last_reset_t": strat.get("last_reset_t"),
@@ -107,4 +123,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         for s in summaries:
             _print(s)
-    return 0
+    broken = [s["plant"] for s in summaries if s["errors"]]
+    for s in summaries:
+        for error in s["errors"]:
+            print(f"tvbod inspect: plant {s['plant']} cannot be restored (the daemon quarantines "
+                  f"it): {error}", file=sys.stderr)
+    if broken:
+        print(f"tvbod inspect: rebuild with `tvbod repair PLANT` ({', '.join(broken)}); "
+              "docs/reliability.md, Quarantine", file=sys.stderr)
+    return 1 if broken else 0

@@ -16,7 +16,8 @@ from tvbod.service.store import StorageError
 
 
 class LiveReload:
-    """`Server.reload`, using the server's `config`, `plants`, `sink` and `_open_plant`."""
+    """`Server.reload`, using the server's `config`, `plants`, `quarantined`, `metrics`, `sink`,
+    `_open_plant` and `_open_or_quarantine`."""
 
     def reload(self) -> bool:
         """Apply the daemon and plant files anew (SIGHUP), all or nothing.
@@ -28,7 +29,12 @@ class LiveReload:
         try:
             # Resolve `log_format: auto` as the start did, or it would always look changed.
             new = load_daemon_config(self.config.path, isatty=sys.stdout.isatty())
-            plan = plan_reload(self.config, new)
+            # A quarantined plant is opened anew, as if added; failing again leaves it aside.
+            served = dataclasses.replace(self.config, plants=type(self.config.plants)(
+                p for p in self.config.plants if p.name not in self.quarantined))
+            plan = plan_reload(served, new)
+            retry = [pc for pc in plan.added if pc.name in self.quarantined]
+            plan.added = [pc for pc in plan.added if pc.name not in self.quarantined]
             prepared = [(pc, self.plants[pc.name].prepare_reconfigure(pc), keys)
                         for pc, keys in plan.changed]
         except (ConfigError, ReloadRefused) as exc:
@@ -66,6 +72,11 @@ class LiveReload:
             runtime.ask_time_budget_ms = new.ask_time_budget_ms
             runtime.events_segment_bytes = new.events_segment_bytes
             runtime.events_keep_segments = new.events_keep_segments
+        for name in set(self.quarantined) - {pc.name for pc in new.plants}:
+            del self.quarantined[name]
+            self.metrics.quarantined(name, False)
+        for pc in retry:
+            self._open_or_quarantine(pc)
         self.config = dataclasses.replace(
             new, **{k: getattr(self.config, k) for k in plan.restart_only})
         self.sink.emit("config_reloaded", added=[p.name for p in plan.added], removed=plan.removed,

@@ -30,30 +30,45 @@ def observation_point(config: PlantConfig, strategy: Strategy, gains: dict,
 class MeasurementChecks:
     """The measurement guard, the observed point's check and the failure value of a plant."""
 
-    def _guard_measurement(self, y: float, request_id) -> None:
-        """Refuse a measurement beyond `max_measurement_sigmas` prior standard deviations on the
-        GP scale (a unit mistake or a garbage sensor value): `bad_field`, nothing applied. An
-        auto-calibrated map has no scale before its second measurement: nothing to judge by."""
-        output = getattr(self.strategy, "output", None)
-        if output is not None and not output.has_scale:
-            return
-        limit = self.config.max_measurement_sigmas * float(np.sqrt(self.strategy.spec.kernel.variance))
-        with np.errstate(all="ignore"):
-            scaled = abs(self.strategy.to_internal_y(y))
-        if not scaled <= limit:
+    def _guard_measurement(self, y: float, request_id, what: str = "measurement") -> None:
+        """Refuse, before anything is journaled, a measurement the plant cannot take (`bad_field`):
+        beyond `max_measurement_abs` in measurement units (needs no scale, so it guards a
+        calibrating plant's first measurements too); beyond `max_measurement_sigmas` prior
+        standard deviations on the GP scale (a unit mistake or a garbage sensor value), once
+        there is a scale to judge by; or one that would make the measurement map non-finite."""
+        cfg = self.config
+        where = f"(plant file {cfg.path}); check the units, or send failed=true"
+        if not abs(y) <= cfg.max_measurement_abs:
             raise ProtocolError(
-                ErrorCode.BAD_FIELD,
-                f"measurement {y!r} is {scaled:.3g} prior standard deviations from the plant's "
-                f"offset, beyond max_measurement_sigmas = {self.config.max_measurement_sigmas:g} "
-                f"(plant file {self.config.path}); check the units, or send failed=true",
-                request_id)
+                ErrorCode.BAD_FIELD, f"{what} {y!r} is beyond max_measurement_abs = "
+                f"{cfg.max_measurement_abs:g} {where}", request_id)
+        output = getattr(self.strategy, "output", None)  # None: no GP, no scale (random search)
+        if output is None:
+            return
+        if output.has_scale:
+            limit = cfg.max_measurement_sigmas * float(np.sqrt(self.strategy.spec.kernel.variance))
+            with np.errstate(all="ignore"):
+                scaled = abs(self.strategy.to_internal_y(y))
+            if not scaled <= limit:
+                raise ProtocolError(
+                    ErrorCode.BAD_FIELD,
+                    f"{what} {y!r} is {scaled:.3g} prior standard deviations from the plant's "
+                    f"offset, beyond max_measurement_sigmas = {cfg.max_measurement_sigmas:g} "
+                    f"{where}", request_id)
+        try:
+            output.check(y)
+        except DomainError as exc:
+            raise ProtocolError(ErrorCode.BAD_FIELD, f"{exc} {where}", request_id) from None
 
     def check_observation(self, gains: dict, request_id=None) -> np.ndarray:
         """The physical point of `gains` (see `observation_point`)."""
         return observation_point(self.config, self.strategy, gains, request_id)
 
-    def _failure_value(self, x: np.ndarray) -> float:
-        """The measurement substituted for a failed experiment (the plant's `failure` policy)."""
+    def _failure_value(self, x: np.ndarray, request_id) -> float:
+        """The measurement substituted for a failed experiment (the plant's `failure` policy),
+        held to the same guard as a measured one."""
         policy = self.config.failure
         mean, std = self.strategy.predict(x) if policy.kind != "penalty" else (0.0, 0.0)
-        return policy.measurement(mean, std, self.config.sense)
+        y = policy.measurement(mean, std, self.config.sense)
+        self._guard_measurement(y, request_id, what="the failure policy's measurement")
+        return y

@@ -33,6 +33,9 @@ class Metrics:
     def observe(self, event: str, fields: dict[str, Any]) -> None:
         """A plant event as it is emitted."""
 
+    def quarantined(self, plant: str, on: bool) -> None:
+        """Plant `plant` was set aside (`on`) or is served again."""
+
     def close(self) -> None:
         """Stop serving."""
 
@@ -59,6 +62,9 @@ class PrometheusMetrics(Metrics):
         self.t = pc.Gauge("tvbod_plant_t", "The plant's step t", ["plant"], registry=reg)
         self.dataset = pc.Gauge("tvbod_plant_dataset_size", "Points in the plant's GP dataset",
                                 ["plant"], registry=reg)
+        self.quarantine = pc.Gauge("tvbod_plant_quarantined", "1 while the plant is quarantined "
+                                   "(its state could not be restored), else 0", ["plant"],
+                                   registry=reg)
         self._server, self._thread = pc.start_http_server(port, addr=address, registry=reg)
 
     def message(self, kind: str) -> None:
@@ -84,6 +90,9 @@ class PrometheusMetrics(Metrics):
         elif event in ("measurement", "plant_restored"):
             self.t.labels(plant).set(fields["t"] + (event == "measurement"))
             self.dataset.labels(plant).set(fields["dataset_size"])
+
+    def quarantined(self, plant: str, on: bool) -> None:
+        self.quarantine.labels(plant).set(1.0 if on else 0.0)
 
     def close(self) -> None:
         self._server.shutdown()

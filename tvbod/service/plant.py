@@ -28,7 +28,9 @@ from tvbod.service.measurement_checks import MeasurementChecks, observation_poin
 from tvbod.service.readouts import LatencyWindow, PlantReadouts
 from tvbod.service.recovery import PlantRecovery, RestoreError
 from tvbod.service.store import PlantStore, StorageError
-from tvbod.service.transition import Applied, PlantTransitions, bounded_add, unpack_told
+from tvbod.service.transition import (
+    RECENT_IDS, Applied, PlantTransitions, bounded_add, unpack_told,
+)
 from tvbod.service.workers import Prepared, prepare_strategy
 
 __all__ = ["Applied", "LatencyWindow", "PlantRuntime", "RestoreError", "observation_point"]
@@ -160,14 +162,23 @@ class PlantRuntime(PlantTransitions, PlantRecovery, PlantReadouts, MeasurementCh
                 raise ProtocolError(ErrorCode.STALE_PROPOSAL,
                                     f"proposal {pid!r} was abandoned after its timeout; ask again",
                                     req.request_id)
+            step = self._issued_step(pid)
+            if step is not None:
+                raise ProtocolError(
+                    ErrorCode.STALE_PROPOSAL,
+                    f"proposal {pid!r} was issued for step {step}; the plant is at step "
+                    f"{self.strategy.t} and remembers the outcomes of its last {RECENT_IDS} "
+                    "proposals only; ask for a new proposal", req.request_id)
             raise ProtocolError(ErrorCode.UNKNOWN_PROPOSAL,
                                 f"proposal {pid!r} is not the pending proposal of {self.name!r}"
                                 + (f" (pending: {self.proposal['id']!r})" if self.proposal else ""),
                                 req.request_id)
-        if not req.failed:
-            self._guard_measurement(float(req.measurement), req.request_id)
         x = np.asarray(self.proposal["x"])
-        y = self._failure_value(x) if req.failed else float(req.measurement)
+        if req.failed:
+            y = self._failure_value(x, req.request_id)
+        else:
+            y = float(req.measurement)
+            self._guard_measurement(y, req.request_id)
         t = self.proposal["t"]
         applied = self._commit({
             "kind": "tell", "id": pid, "t": t, "x": self.proposal["x"], "y": y,
@@ -176,6 +187,17 @@ class PlantRuntime(PlantTransitions, PlantRecovery, PlantReadouts, MeasurementCh
         self._held.append(applied)
         self.latency["tell"].add(time.perf_counter() - start)
         return TellReply.from_body(req.request_id, applied.reply, duplicate=False)
+
+    def _issued_step(self, pid: str) -> int | None:
+        """The step of a proposal id this plant issued before its current step (ids are
+        `NAME:t` or `NAME:t.k`, tvbod/service/plant.py `ask`), else None."""
+        prefix = f"{self.name}:"
+        if not isinstance(pid, str) or not pid.startswith(prefix):
+            return None
+        step, _, again = pid[len(prefix):].partition(".")
+        if not step.isdigit() or (again and not again.isdigit()):
+            return None
+        return int(step) if 1 <= int(step) < self.strategy.t else None
 
     def observe(self, req: Observe) -> ObserveReply:
         """A measurement taken elsewhere: journaled, applied and evented like a tell. It is a
@@ -200,11 +222,29 @@ class PlantRuntime(PlantTransitions, PlantRecovery, PlantReadouts, MeasurementCh
                 ErrorCode.PROPOSAL_PENDING,
                 f"plant {self.name!r} has proposal {self.proposal['id']!r} pending; tell it (or "
                 f"let it time out after {self.config.proposal_timeout:g} s) before observing", rid)
+        self._guard_measurement(float(y), rid)
         t = self.strategy.t
         applied = self._commit({
             "kind": "observe", "id": f"{self.name}:{t}.observed", "t": t, "x": x.tolist(),
             "y": float(y), "failed": False, "measurement": float(y), "metadata": metadata,
             "rid": rid, "digest": digest})
+        self._held.append(applied)
+        return applied
+
+    def record_tell(self, step: dict[str, Any], rid: str) -> Applied:
+        """Journal and apply a recorded step as the proposal and tell it was (`tvbod repair`
+        rebuilding a plant from its history): `step` has the `measurement` event's `t`,
+        `proposal_id`, `x`, `measurement` (the value told), `failed`, `raw_measurement` and
+        `metadata`. The tell is guarded like a live one."""
+        y = float(step["measurement"])
+        self._guard_measurement(y, rid)
+        pid, t, x = step["proposal_id"], int(step["t"]), list(step["x"])
+        self._commit({"kind": "proposal", "id": pid, "t": t, "x": x, "rid": f"{rid}-ask",
+                      "digest": rid})
+        applied = self._commit({
+            "kind": "tell", "id": pid, "t": t, "x": x, "y": y, "failed": bool(step["failed"]),
+            "measurement": step.get("raw_measurement", y), "metadata": step.get("metadata") or {},
+            "rid": rid, "digest": rid})
         self._held.append(applied)
         return applied
 

@@ -20,10 +20,14 @@ from tvbod.core.spec_history import with_explicit_defaults
 from tvbod.errors import TvbodError
 from tvbod.service.config import PlantConfig
 from tvbod.service.reload import changed_keys, frozen_changes, rebuild_strategy
+from tvbod.service.state_check import describe_source, poisoned_records, poisoned_state
 from tvbod.service.store import StorageError, UnsupportedSchema
 from tvbod.service.transition import pack_told, unpack_told
 
 STATE_SCHEMA = 1
+#: What an operator can do about a plant that cannot be restored (docs/reliability.md, Quarantine).
+_REMEDY = ("Its files are kept as they are; `tvbod inspect {directory}` says what is wrong and "
+           "`tvbod repair` rebuilds the plant from its history up to the last valid record")
 
 
 class RestoreError(TvbodError):
@@ -69,10 +73,14 @@ class PlantRecovery:
         if rec.missing:
             first, last = rec.missing[0]
             raise RestoreError(
-                f"plant {self.name!r}: journal records {first}..{last} are "
-                f"missing after the {rec.source} checkpoint ({'; '.join(rec.problems)}); "
-                f"refusing to continue with a partial history. Inspect with `tvbod inspect "
-                f"{self.store.directory}`; move the directory aside to start this plant afresh")
+                f"plant {self.name!r}: journal records {first}..{last} are missing after the "
+                f"{describe_source(rec.source)} ({'; '.join(rec.problems)}); refusing to continue "
+                f"with a partial history. {_REMEDY.format(directory=self.store.directory)}")
+        poison = poisoned_state(rec.state) + poisoned_records(rec.records_after_checkpoint)
+        if poison:
+            raise RestoreError(
+                f"plant {self.name!r}: the saved state is poisoned ({'; '.join(poison)}). "
+                f"{_REMEDY.format(directory=self.store.directory)}")
         config_changed = False
         if rec.state is not None:
             config_changed = rec.state.get("fingerprint") != self.config.fingerprint
@@ -113,7 +121,13 @@ class PlantRecovery:
         replayed, relogged, divergences = 0, 0, []
         logged = self._logged_measurements(records)
         for record in records:
-            applied = self._apply(record)
+            try:
+                applied = self._apply(record)
+            except Exception as exc:  # noqa: BLE001 - a record this code cannot apply
+                raise RestoreError(
+                    f"plant {self.name!r}: the journal record of step {record.get('t')} "
+                    f"({record.get('kind')}) cannot be applied ({exc}). "
+                    f"{_REMEDY.format(directory=self.store.directory)}") from exc
             if applied.problem:
                 divergences.append(applied.problem)
             if applied.result is not None and record["id"] not in logged:
@@ -140,7 +154,8 @@ class PlantRecovery:
                     f"plant {self.name!r}: the configuration changed "
                     f"{', '.join('optimizer.' + k for k in frozen)} since the state in "
                     f"{self.store.directory} was written; the stored data cannot be reinterpreted. "
-                    "Restore the old configuration, or move the directory aside to start afresh")
+                    "Restore the old configuration, or rebuild the plant under the new one with "
+                    "`tvbod repair`")
             # A point prepared (never issued) under other settings is recomputed under these.
             same = state.get("fingerprint") == self.config.fingerprint
             self.strategy = rebuild_strategy(state["strategy"], self.config.optimizer,
@@ -160,8 +175,8 @@ class PlantRecovery:
         except Exception as exc:  # noqa: BLE001 - any malformed state is one kind of problem
             raise RestoreError(
                 f"plant {self.name!r}: the saved state in {self.store.directory} does not fit the "
-                f"plant's configuration ({exc}); restore the old configuration or move the "
-                f"directory aside to start this plant afresh"
+                f"plant's configuration ({exc}); restore the old configuration, or rebuild "
+                f"the plant with `tvbod repair`"
             ) from exc
 
     def record_optimizer(self) -> str:
@@ -196,8 +211,11 @@ class PlantRecovery:
     def write_checkpoint(self, state: dict[str, Any]) -> Path:
         """The I/O half of a checkpoint (thread-safe per plant: touches only this plant's files).
 
-        The event lines (the plant's full history, which replay reads) are fsync'd first: the
-        journal records that the checkpoint absorbs can no longer re-emit them after a power cut.
+        The event lines (the plant's full history, which replay reads) are written and fsync'd
+        first: the journal records that the checkpoint absorbs can no longer re-emit them after a
+        power cut. While the disk refuses a line, `events.sync` raises `StorageError` and the
+        checkpoint is not written: the journal keeps the records, and a restart's `_replay`
+        re-emits the lines the event file lacks.
         """
         self.events.sync()
         path = self.store.compact(state)

@@ -172,6 +172,10 @@ class RequestHandling:
 
     def _plant(self, req) -> PlantRuntime:
         plant = self.plants.get(req.plant)
+        if plant is None and req.plant in self.quarantined:
+            raise ProtocolError(ErrorCode.PLANT_UNAVAILABLE,
+                                f"plant {req.plant!r} is quarantined: "
+                                f"{self.quarantined[req.plant]}", req.request_id)
         if plant is None:
             raise ProtocolError(ErrorCode.UNKNOWN_PLANT,
                                 f"no plant named {req.plant!r}; this daemon hosts "
@@ -218,7 +222,8 @@ class RequestHandling:
                            plants=[p.status(True, self._workers.busy(p.name)) for p in plants],
                            daemon={"version": __version__, "pid": os.getpid(),
                                    "uptime_s": round(time.time() - self.started, 3),
-                                   "messages": self.messages})
+                                   "messages": self.messages,
+                                   "quarantined": dict(self.quarantined)})
 
     def _ping(self, req) -> Reply:
         return PingReply(req.request_id, pong=True, time=time.time())

@@ -183,7 +183,8 @@ class Notifier:
         return ("STATUS=" + " ".join(text.splitlines()),)
 
 
-def status_line(plants: Sequence[Mapping[str, Any]], max_chars: int = STATUS_MAX_CHARS) -> str:
+def status_line(plants: Sequence[Mapping[str, Any]], quarantined: Sequence[str] = (),
+                max_chars: int = STATUS_MAX_CHARS) -> str:
     """The STATUS= text from `PlantRuntime.status()` dicts: a count, then each plant's step,
     resets, last reset step and adapter, e.g.
 
@@ -191,11 +192,14 @@ def status_line(plants: Sequence[Mapping[str, Any]], max_chars: int = STATUS_MAX
     temperature t=0 resets=0 adapter=-`
 
     `adapter` is the name the plant's adapter gave in its last `hello` (None: none yet). Longer
-    than `max_chars`, the plant list is cut and ends with `; ... (+N more)`.
+    than `max_chars`, the plant list is cut and ends with `; ... (+N more)`. Quarantined plants
+    (`quarantined`, by name) come first: `1 QUARANTINED (beta)`.
     """
     with_adapter = sum(1 for p in plants if p.get("adapter"))
     head = (f"{len(plants)} plant{'' if len(plants) == 1 else 's'}, "
             f"{with_adapter} with an adapter")
+    if quarantined:
+        head += f", {len(quarantined)} QUARANTINED ({', '.join(quarantined)})"
     parts = []
     for p in plants:
         last = p.get("last_reset_t")

@@ -68,6 +68,8 @@ class Server(RequestHandling, LiveReload, GroupCommit):
         self._status_dirty = True
         self._status_sent = 0.0
         self.plants: dict[str, PlantRuntime] = {}
+        #: configured plants whose state could not be restored -> why (`_open_or_quarantine`)
+        self.quarantined: dict[str, str] = {}
         self.ctx: zmq.Context | None = None
         self.sock: zmq.Socket | None = None
         self.started = time.time()
@@ -117,7 +119,25 @@ class Server(RequestHandling, LiveReload, GroupCommit):
             if problem:
                 raise DaemonLockedError(problem)
         for pc in self.config.plants:
+            self._open_or_quarantine(pc)
+
+    def _open_or_quarantine(self, pc) -> bool:
+        """Serve plant `pc`, or set it aside when its state cannot be restored (a torn or
+        poisoned state, a configuration it does not fit): the daemon then serves every other
+        plant and answers this one's requests with `plant_unavailable`. Its files are kept as
+        they are; a restart or a reload (SIGHUP) tries again. True if the plant is served."""
+        try:
             self.plants[pc.name] = self._open_plant(pc)
+        except Exception as exc:  # noqa: BLE001 - one plant's state must not stop the others
+            reason = str(exc) if isinstance(exc, TvbodError) else f"{type(exc).__name__}: {exc}"
+            self.quarantined[pc.name] = reason
+            self.sink.emit("plant_quarantined", level="error", plant=pc.name, reason=reason,
+                           directory=str(Path(self.config.state_dir) / "plants" / pc.name))
+            self.metrics.quarantined(pc.name, True)
+            return False
+        if self.quarantined.pop(pc.name, None) is not None:
+            self.metrics.quarantined(pc.name, False)
+        return True
 
     def _open_plant(self, pc) -> PlantRuntime:
         store = PlantStore(Path(self.config.state_dir), pc.name, writer=self._writer)
@@ -240,7 +260,7 @@ class Server(RequestHandling, LiveReload, GroupCommit):
 
     def status_line(self) -> str:
         """The `STATUS=` text for systemd: plants, their adapters and last resets."""
-        return status_line([p.status() for p in self.plants.values()])
+        return status_line([p.status() for p in self.plants.values()], sorted(self.quarantined))
 
     def _drain_wakeups(self) -> None:
         try:

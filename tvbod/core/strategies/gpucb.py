@@ -132,6 +132,7 @@ class GPUCBStrategy(GPViews, Strategy):
         z = self.domain.to_internal(x)
         if not np.isfinite(y):
             raise DomainError(f"measurement must be finite, got {y!r}")
+        self.output.check(y)  # before any change: a refused measurement leaves the state as it was
         self.settle()
         t, yi, n_before = self._t, self.to_internal_y(y), self.gp.n
         t_prime = t - self._t_reset

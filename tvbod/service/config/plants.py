@@ -25,11 +25,16 @@ from tvbod.service.config.common import in_file, plain, read_yaml
 
 _PLANT_KEYS = {
     "name", "description", "parameters", "sense", "optimizer", "proposal_timeout", "failure",
-    "max_measurement_sigmas",
+    "max_measurement_sigmas", "max_measurement_abs",
 }
 #: Default of `max_measurement_sigmas`: measurements farther from the offset (GP scale, in prior
 #: standard deviations) are refused with `bad_field`.
 DEFAULT_MAX_MEASUREMENT_SIGMAS = 1e6
+#: Default of `max_measurement_abs`: the largest |measurement| accepted, in measurement units. It
+#: needs no scale, so it guards the first measurements of a calibrating plant too. Its upper limit
+#: keeps every square and sum of the calibration finite in float64.
+DEFAULT_MAX_MEASUREMENT_ABS = 1e12
+MAX_MEASUREMENT_ABS_LIMIT = 1e150
 #: Decimals kept of an empirical covariance, so its fingerprint does not depend on BLAS round-off.
 _EMPIRICAL_DECIMALS = 12
 
@@ -81,6 +86,7 @@ class PlantConfig:
     optimizer_mapping: dict = field(hash=False, repr=False)
     fingerprint: str
     max_measurement_sigmas: float = DEFAULT_MAX_MEASUREMENT_SIGMAS
+    max_measurement_abs: float = DEFAULT_MAX_MEASUREMENT_ABS
 
     @property
     def is_arms(self) -> bool:
@@ -163,6 +169,9 @@ def _plant(m: Mapping, path: Path) -> PlantConfig:
         max_measurement_sigmas=_number(m.get("max_measurement_sigmas",
                                              DEFAULT_MAX_MEASUREMENT_SIGMAS),
                                        "max_measurement_sigmas", 1.0, 1e300),
+        max_measurement_abs=_number(m.get("max_measurement_abs", DEFAULT_MAX_MEASUREMENT_ABS),
+                                    "max_measurement_abs", 0.0, MAX_MEASUREMENT_ABS_LIMIT,
+                                    lo_open=True),
     )
 
 

@@ -1,0 +1,126 @@
+"""Whether a plant's saved state can be served: the checks restore, `tvbod inspect`, `tvbod
+replay` and `tvbod repair` share.
+
+A state is *poisoned* when a number the optimizer computes with is NaN or infinite (the
+measurement map's offset/scale, the GP's data, its hyperparameters) or when a journaled
+measurement is: every later posterior, trigger statistic and proposal would inherit it. The
+daemon never stores one (the measurement guard, tvbod/service/measurement_checks.py), but older
+releases could, and a state written elsewhere may hold one. A plant whose state is poisoned or
+cannot be restored is quarantined by the daemon (tvbod/service/server.py), never served.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+#: Record kinds that carry a measurement.
+MEASURED = ("tell", "observe")
+#: How many offending entries one problem sentence names.
+_NAMED = 3
+
+
+def non_finite(value: Any, path: str, found: list[str]) -> list[str]:
+    """Append to `found` the dotted path of every NaN or infinite float in `value` (nested
+    dicts and lists, as a checkpoint holds them); returns `found`."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            found.append(f"{path} = {value!r}")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            non_finite(item, f"{path}.{key}", found)
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            non_finite(item, f"{path}[{i}]", found)
+    return found
+
+
+def _sentence(found: list[str], what: str) -> list[str]:
+    if not found:
+        return []
+    more = f" and {len(found) - _NAMED} more" if len(found) > _NAMED else ""
+    return [f"{what}: {', '.join(found[:_NAMED])}{more}"]
+
+
+def poisoned_state(state: dict[str, Any] | None) -> list[str]:
+    """Problems of a checkpointed plant state: non-finite numbers in its optimizer state."""
+    if not state:
+        return []
+    found = non_finite(state.get("strategy"), "strategy", [])
+    return _sentence(found, "non-finite numbers in the checkpoint's optimizer state")
+
+
+def poisoned_records(records: list[dict[str, Any]]) -> list[str]:
+    """Problems of journal records: a measurement or point that is not finite."""
+    found = []
+    for record in records:
+        if record.get("kind") in MEASURED:
+            bad = non_finite([record.get("y"), record.get("x")], f"t={record.get('t')}", [])
+            found += [b.replace("[0]", " measurement").replace("[1]", " gains") for b in bad]
+    return _sentence(found, "non-finite journaled measurements")
+
+
+def restore_problems(plant_dir: Path) -> tuple[list[str], list[str]]:
+    """`(errors, notes)` of restoring `plant_dir` as the daemon would, on a temporary copy (nothing
+    is modified). `errors` make the plant unrestorable (the daemon quarantines it): journal records
+    missing after the checkpoint, a poisoned state, a state the recorded optimizer cannot load.
+    `notes` are what recovery mended on the copy (a torn journal tail, a checkpoint it would set
+    aside) and does not stop a start."""
+    from tvbod.service.store import PlantStore, UnsupportedSchema
+
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "plants" / plant_dir.name
+        shutil.copytree(plant_dir, copy, ignore=shutil.ignore_patterns("events*"))
+        store = PlantStore(Path(tmp), plant_dir.name)
+        try:
+            rec = store.recover()
+        except UnsupportedSchema as exc:
+            return [f"written by another tvbod version: {exc}"], []
+        finally:
+            store.close()
+    errors = [f"journal records {a}..{b} are missing after the {describe_source(rec.source)}"
+              for a, b in rec.missing]
+    errors += poisoned_state(rec.state) + poisoned_records(rec.records_after_checkpoint)
+    if not errors:
+        errors += _apply_problems(rec.state, rec.records_after_checkpoint, plant_dir)
+    notes = [p for p in rec.problems if "are missing" not in p]
+    return errors, notes
+
+
+def describe_source(source: str) -> str:
+    """The checkpoint a recovery started from, in words."""
+    return {"current": "checkpoint", "previous": "previous checkpoint (checkpoint.prev)"}.get(
+        source, "plant's first step (no checkpoint)")
+
+
+def _apply_problems(state: dict[str, Any] | None, records: list[dict[str, Any]],
+                    plant_dir: Path) -> list[str]:
+    """Whether the optimizer the state was written under loads it and takes every journaled
+    measurement after it (before the first checkpoint: the optimizer of the plant's last start)."""
+    from tvbod.core import make_strategy
+    from tvbod.service.recovery import stored_optimizer
+    from tvbod.service.replay import load_epochs
+
+    if state is not None:
+        mapping = stored_optimizer(state)
+    else:
+        epochs = load_epochs(plant_dir)
+        if not epochs:
+            return []
+        mapping = epochs[-1][1]
+    try:
+        strategy = make_strategy(mapping)
+        if state is not None:
+            strategy.load_state_dict(state["strategy"])
+    except Exception as exc:  # noqa: BLE001 - any failure to load is the answer
+        return [f"the checkpoint's optimizer state does not load ({exc})"]
+    for record in records:
+        if record.get("kind") in MEASURED:
+            try:
+                strategy.tell(record["x"], record["y"])
+            except Exception as exc:  # noqa: BLE001
+                return [f"the journal record of step {record.get('t')} cannot be applied ({exc})"]
+    return []
