@@ -70,3 +70,29 @@ def test_a_resent_tell_that_left_the_reply_cache_gets_its_original_outcome(tmp_p
         assert _state(c) == after
     peer.close()
     assert d.stop() == 0
+
+
+def test_a_tell_for_a_step_older_than_the_remembered_outcomes_is_stale_not_unknown(tmp_path):
+    from daemon_harness import arms_plant_yaml
+
+    matrix = [[1.0 if i == j else 0.3 for j in range(4)] for i in range(4)]
+    d = Daemon(tmp_path, plants={}, checkpoint_every=100)
+    (tmp_path / "plants" / "arms.yaml").write_text(arms_plant_yaml("arms", matrix))
+    d.start()
+    peer = RawPeer(d.endpoint)
+    with d.client("arms", adapter=ADAPTER) as c:
+        first = c.ask()
+        told = c.tell(first["proposal_id"], 1.0)
+        for _ in range(300):  # past the last 256 outcomes the plant remembers
+            p = c.ask()
+            c.tell(p["proposal_id"], float(p["gains"]["arm"]))
+    again = peer.send({"v": 1, "id": "late", "type": "tell", "plant": "arms",
+                       "proposal_id": first["proposal_id"], "measurement": 1.0, "adapter": ADAPTER})
+    never = peer.send({"v": 1, "id": "never", "type": "tell", "plant": "arms",
+                       "proposal_id": "arms:999999", "measurement": 1.0, "adapter": ADAPTER})
+    peer.close()
+    assert told["t"] == 1
+    assert again["error"]["code"] == "stale_proposal", again
+    assert "step 1" in again["error"]["message"] and "256" in again["error"]["message"]
+    assert never["error"]["code"] == "unknown_proposal", never
+    assert d.stop() == 0

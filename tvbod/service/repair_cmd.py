@@ -32,8 +32,9 @@ class RepairError(TvbodError):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("plant", help="the plant's name")
-    parser.add_argument("--config", type=Path, help="the daemon file (default: as `tvbod run` "
-                        "finds it)")
+    from tvbod.service.daemon_file import CONFIG_HELP
+
+    parser.add_argument("--config", type=Path, metavar="FILE", help=CONFIG_HELP)
     parser.add_argument("--dry-run", action="store_true",
                         help="rebuild and verify in a temporary directory, change nothing")
     parser.add_argument("--force", action="store_true",
