@@ -6,28 +6,15 @@ import json
 import shutil
 import subprocess
 import sys
-import textwrap
 
 import pytest
-from daemon_harness import Daemon, objective, plant_yaml
+from daemon_harness import Daemon, objective
+from daemon_harness import offline_site as _site
 
 
 def tvbod(*args):
     return subprocess.run([sys.executable, "-m", "tvbod", *map(str, args)], capture_output=True,
                           text=True, timeout=120)
-
-
-def _site(root):
-    """A daemon file with its own (not yet existing) state directory and the plant `alpha`."""
-    (root / "plants").mkdir(parents=True)
-    (root / "plants" / "alpha.yaml").write_text(plant_yaml("alpha"))
-    (root / "tvbod.yaml").write_text(textwrap.dedent("""\
-        runtime_dir: ./run
-        state_dir: ./state
-        plants: "plants/*.yaml"
-        checkpoint_every: 5
-        """))
-    return root / "tvbod.yaml"
 
 
 def _measurements(state):

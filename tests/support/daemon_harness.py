@@ -56,6 +56,20 @@ def objective(gains: dict, t: int) -> float:
     return float((kp - 1.2) ** 2 + 0.5 * (ki - 0.3) ** 2 + (1.5 if t >= 15 else 0.0))
 
 
+def offline_site(root: Path) -> Path:
+    """A daemon file with its own, not yet created, state directory and the plant `alpha`, for
+    the offline commands (import); returns the daemon file."""
+    (root / "plants").mkdir(parents=True)
+    (root / "plants" / "alpha.yaml").write_text(plant_yaml("alpha"))
+    (root / "tvbod.yaml").write_text(textwrap.dedent("""\
+        runtime_dir: ./run
+        state_dir: ./state
+        plants: "plants/*.yaml"
+        checkpoint_every: 5
+        """))
+    return root / "tvbod.yaml"
+
+
 def _kill_if_running(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.kill()
