@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 import structlog
 
+from tvbod.service import fsio
 from tvbod.service.events import (
+    MAX_KEPT_LINES,
     EventSink,
     PlantEventLog,
     configure_logging,
     finite_json,
     read_events,
 )
+from tvbod.service.store import StorageError
 
 
 @pytest.fixture(autouse=True)
@@ -245,3 +250,103 @@ def test_after_structlog_is_configured_anew_plant_events_follow_it(tmp_path: Pat
                         logger_factory=structlog.WriteLoggerFactory(file=new))
     PlantEventLog(tmp_path / "events.jsonl", plant="cart").emit("reset", t=3)
     assert old.getvalue() == "" and json.loads(new.getvalue())["event"] == "reset"
+
+
+class _FullDisk(fsio.Files):
+    """The real file system, except that while `full` every write to an event file stores at
+    most `room` bytes and then fails with ENOSPC, and `failing_fsyncs` fsyncs fail with EIO.
+    Every call is noted in `calls` as `(op, offset, data)`."""
+
+    def __init__(self) -> None:
+        self.full, self.room, self.failing_fsyncs = False, 0, 0
+        self.calls: list[tuple] = []
+
+    def pwrite(self, fd, data, offset):
+        if self.full:
+            if self.room <= 0:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            data, self.room = data[: self.room], 0
+        self.calls.append(("write", offset, bytes(data)))
+        return super().pwrite(fd, data, offset)
+
+    def fsync(self, fd):
+        if self.failing_fsyncs:
+            self.failing_fsyncs -= 1
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        self.calls.append(("fsync", None, None))
+        super().fsync(fd)
+
+
+def _event_log(tmp_path: Path) -> tuple[Path, PlantEventLog]:
+    configure_logging("json", stream=io.StringIO())
+    path = tmp_path / "events.jsonl"
+    return path, PlantEventLog(path, plant="cart")
+
+
+def test_lines_the_disk_refused_are_written_in_order_before_any_later_line(tmp_path: Path) -> None:
+    out = io.StringIO()
+    configure_logging("json", stream=out)
+    path = tmp_path / "events.jsonl"
+    log = PlantEventLog(path, plant="cart")
+    with fsio.use(_FullDisk()) as disk:
+        log.emit("measurement", t=1)
+        disk.full, disk.room = True, 10  # the second line is torn after 10 bytes, then refused
+        log.emit("measurement", t=2)
+        log.emit("reset", t=2)
+        assert [e["t"] for e in read_events(path)] == [1]
+        assert path.read_bytes().endswith(b"\n"), "the torn part was cut off"
+        disk.full = False
+        log.emit("checkpoint_written", t=3)
+    assert [(e["event"], e["t"]) for e in read_events(path)] == [
+        ("measurement", 1), ("measurement", 2), ("reset", 2), ("checkpoint_written", 3)]
+    assert len(path.read_text().splitlines()) == 4
+    errors = [e for e in lines(out) if e["event"] == "storage_error"]
+    assert [e["unwritten_lines"] for e in errors] == [1, 2]
+
+
+def test_sync_raises_storage_error_while_a_line_is_unwritten_and_writes_it_when_it_can(
+        tmp_path: Path) -> None:
+    path, log = _event_log(tmp_path)
+    with fsio.use(_FullDisk()) as disk:
+        disk.full = True
+        log.emit("measurement", t=1)
+        with pytest.raises(StorageError, match="No space left"):
+            log.sync()
+        disk.full = False
+        log.sync()
+    assert [e["t"] for e in read_events(path)] == [1]
+
+
+def test_after_a_failed_fsync_the_unsynced_bytes_are_written_again_before_the_next_fsync(
+        tmp_path: Path) -> None:
+    """A failed fsync may have dropped the dirty pages while a later one succeeds: the bytes
+    since the last good fsync are written again, in place, so the good fsync covers them."""
+    path, log = _event_log(tmp_path)
+    with fsio.use(_FullDisk()) as disk:
+        log.emit("measurement", t=1)
+        log.sync()
+        synced = path.stat().st_size
+        log.emit("measurement", t=2)
+        disk.failing_fsyncs = 1
+        with pytest.raises(StorageError, match="Input/output error"):
+            log.sync()
+        del disk.calls[:]
+        log.sync()
+    tail = path.read_bytes()[synced:]
+    assert disk.calls == [("write", synced, tail), ("fsync", None, None)]
+    assert [e["t"] for e in read_events(path)] == [1, 2]
+
+
+def test_a_long_outage_keeps_every_history_line_but_a_bounded_number_of_others(
+        tmp_path: Path) -> None:
+    path, log = _event_log(tmp_path)
+    with fsio.use(_FullDisk()) as disk:
+        disk.full = True
+        for t in range(MAX_KEPT_LINES + 50):
+            log.emit("client_error", t=t)
+        log.emit("measurement", t=1)
+        disk.full = False
+        log.emit("reset", t=1)
+    events = [e["event"] for e in read_events(path)]
+    assert events.count("client_error") == MAX_KEPT_LINES
+    assert events[-2:] == ["measurement", "reset"]

@@ -1,8 +1,11 @@
 """The client-history checker (tests/support/history.py) passes a clean session and fails each
-kind of history it exists to catch: a lost acknowledged tell, a duplicate, a step going back."""
+kind of history it exists to catch: a lost acknowledged tell, a duplicate, a step going back;
+and `tvbod replay` / `tvbod export` refuse a history with a step missing, naming it."""
 
 import json
 import shutil
+import subprocess
+import sys
 
 import pytest
 from daemon_harness import Daemon, drive
@@ -63,3 +66,59 @@ def test_a_step_going_back_fails(clean):
     swapped[i], swapped[j] = swapped[j], swapped[i]
     with pytest.raises(AssertionError):
         check_history(swapped, plant_dir)
+
+
+def _tvbod(*args):
+    return subprocess.run([sys.executable, "-m", "tvbod", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def _without_steps(steps):
+    return lambda ev: [e for e in ev if not (e["event"] in ("measurement", "reset")
+                                             and e["t"] in steps)]
+
+
+@pytest.mark.parametrize("steps, message", [
+    ({3, 4}, "history jumps from step 2 to 5: steps 3-4 are missing from events.jsonl"),
+    ({1}, "history starts at step 2, not 1: step 1 is missing from events.jsonl"),
+    ({7, 8}, "history ends at step 6 but the checkpoint holds steps up to 8: steps 7-8 are "
+             "missing from events.jsonl"),
+])
+def test_replay_and_export_refuse_a_history_with_missing_steps_and_name_them(
+        clean, tmp_path, steps, message):
+    plant_dir, _ = clean
+    holed = _tampered(plant_dir, tmp_path, _without_steps(steps))
+    replay = _tvbod("replay", str(holed))
+    assert replay.returncode == 1 and message in replay.stderr, replay.stdout + replay.stderr
+    out = tmp_path / "out.csv"
+    export = _tvbod("export", str(holed), "--out", str(out))
+    assert export.returncode == 1 and message in export.stderr, export.stderr
+    assert not out.exists()
+
+
+def test_replayed_duplicates_of_a_step_are_not_a_gap(clean, tmp_path):
+    """A restart re-emits journaled tells with `replayed: true`: the same proposal twice."""
+    plant_dir, _ = clean
+
+    def relogged(ev):
+        m = next(e for e in ev if e["event"] == "measurement" and e["t"] == 5)
+        return ev + [{**m, "replayed": True}]
+
+    copy = _tampered(plant_dir, tmp_path, relogged)
+    out = _tvbod("replay", str(copy))
+    assert out.returncode == 0 and out.stdout.startswith("verified: 8 steps"), out.stderr
+    export = _tvbod("export", str(copy), "--format", "jsonl")
+    assert export.returncode == 0
+    assert [json.loads(x)["t"] for x in export.stdout.splitlines()] == list(range(1, 9))
+
+
+def test_a_step_recorded_under_two_proposal_ids_is_refused(clean, tmp_path):
+    plant_dir, _ = clean
+
+    def twice(ev):
+        m = next(e for e in ev if e["event"] == "measurement" and e["t"] == 5)
+        return ev + [{**m, "proposal_id": "alpha:5.1"}]
+
+    out = _tvbod("export", str(_tampered(plant_dir, tmp_path, twice)))
+    assert out.returncode == 1
+    assert "step 5 is recorded twice (proposal ids alpha:5 and alpha:5.1)" in out.stderr

@@ -13,11 +13,18 @@ disk images a power cut right after the first `k` operations may leave:
 - a path whose directory's own name did not persist is absent with everything under it.
 
 Broken write orders for the tests that prove the enumerator can fail: `skip(op, path)` makes the
-recorder leave a call out entirely (neither performed nor recorded), as buggy code would.
+recorder leave a call out entirely (neither performed nor recorded), as buggy code would; a
+skipped write reports every byte written, as a disk that silently dropped it.
+
+Storage faults (`Fault`): from the first call at its site (a file kind and `write` or `fsync`)
+after the session's `after`-th acknowledged request, the recorder fails `calls` calls there with
+its errno, then the disk works again ("space returns"). ENOSPC lets the first refused write
+store half of its bytes (a short write, as a filling disk does), EIO stores nothing.
 """
 
 from __future__ import annotations
 
+import errno as errnos
 import hashlib
 import itertools
 import os
@@ -46,6 +53,43 @@ class SimulatedCrash(BaseException):
     cache survives; a BaseException so that no `except Exception` in the daemon swallows it."""
 
 
+#: The fault sites: each file kind the persistence writes, by both of the calls that can fail.
+SITES = tuple((kind, op) for kind in ("journal", "checkpoint", "events", "directory")
+              for op in ("write", "fsync") if (kind, op) != ("directory", "write"))
+
+
+def site_kind(path: str) -> str | None:
+    """The kind of file (or the plant directory) at relative `path`, as `SITES` names them."""
+    name = path.rsplit("/", 1)[-1]
+    for kind in ("journal", "checkpoint", "events"):
+        if name.startswith(kind):
+            return kind
+    return "directory" if path.count("/") == 2 and path.startswith("state/plants/") else None
+
+
+@dataclass
+class Fault:
+    """ENOSPC or EIO at `site` from the first call there after `after` acknowledged requests."""
+
+    site: tuple[str, str]
+    after: int
+    errno: int
+    calls: int = 3
+    failed: int = 0  # calls refused so far
+    call_index: int | None = None  # which call at the site was refused first
+
+    def refuses(self, site: tuple[str, str], acks: int, index: int) -> bool:
+        if site != self.site or acks < self.after or self.failed >= self.calls:
+            return False
+        if self.call_index is None:
+            self.call_index = index
+        self.failed += 1
+        return True
+
+    def error(self) -> OSError:
+        return OSError(self.errno, os.strerror(self.errno))
+
+
 class Recorder(fsio.Files):
     """Real file-system calls under `root`, each one logged to `trace` as `(op, fields)`."""
 
@@ -54,6 +98,10 @@ class Recorder(fsio.Files):
         self.trace: list[tuple[str, dict]] = []
         self.skip = skip or (lambda op, path: False)
         self.crash_at_fsync_of: str | None = None  # one-shot: die before fsyncing this path
+        self.fault: Fault | None = None
+        self.acks = 0  # ok replies marked so far
+        self.site_calls: dict[tuple[str, str], int] = defaultdict(int)
+        self.site_log: list[tuple[tuple[str, str], int]] = []  # (site, acks so far) per call
         self._paths: dict[int, str] = {}
         self._lock = threading.RLock()
 
@@ -65,7 +113,35 @@ class Recorder(fsio.Files):
 
     def mark(self, **fields) -> None:
         with self._lock:
+            self.acks += bool(fields.get("ok"))
             self._log("mark", **fields)
+
+    def _refused(self, path: str, op: str) -> bool:
+        """Count a call at its site; True if the injected fault refuses it."""
+        kind = site_kind(path)
+        if kind is None:
+            return False
+        site = (kind, op)
+        self.site_calls[site] += 1
+        self.site_log.append((site, self.acks))
+        return self.fault is not None and self.fault.refuses(site, self.acks, self.site_calls[site])
+
+    def _write(self, fd: int, data: bytes, offset: int | None) -> int:
+        """Perform one write (`offset` None: append) unless skipped or refused."""
+        path = self._paths[fd]
+        if self._refused(path, "write"):
+            if self.fault.errno != errnos.ENOSPC or self.fault.failed > 1 or len(data) < 2:
+                raise self.fault.error()
+            data = data[: len(data) // 2]  # a short write: the disk took part of it
+        if self.skip("write", path):
+            return len(data)
+        if offset is None:
+            n = os.write(fd, data)
+            offset = os.lseek(fd, 0, os.SEEK_CUR) - n
+        else:
+            n = os.pwrite(fd, data, offset)
+        self._log("write", fd=fd, offset=offset, data=bytes(data[:n]))
+        return n
 
     def open(self, path, flags, mode=0o644):
         with self._lock:
@@ -77,16 +153,11 @@ class Recorder(fsio.Files):
 
     def pwrite(self, fd, data, offset):
         with self._lock:
-            n = os.pwrite(fd, data, offset)
-            self._log("write", fd=fd, offset=offset, data=bytes(data[:n]))
-            return n
+            return self._write(fd, data, offset)
 
     def append(self, fd, data):
         with self._lock:
-            n = os.write(fd, data)
-            end = os.lseek(fd, 0, os.SEEK_CUR)
-            self._log("write", fd=fd, offset=end - n, data=bytes(data[:n]))
-            return n
+            return self._write(fd, data, None)
 
     def fsync(self, fd):
         with self._lock:
@@ -94,6 +165,8 @@ class Recorder(fsio.Files):
             if path == self.crash_at_fsync_of:
                 self.crash_at_fsync_of = None
                 raise SimulatedCrash(path)
+            if self._refused(path, "fsync"):
+                raise self.fault.error()
             if self.skip("fsync", path):
                 return
             os.fsync(fd)
@@ -128,6 +201,8 @@ class Recorder(fsio.Files):
     def fsync_dir(self, directory):
         with self._lock:
             rel = self.rel(directory)
+            if self._refused(rel, "fsync"):
+                raise self.fault.error()
             if self.skip("fsync_dir", rel):
                 return
             super().fsync_dir(directory)

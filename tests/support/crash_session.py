@@ -4,7 +4,10 @@
 in a thread of this process, driven over ipc by a `LoggingClient`, with a `crash_model.Recorder`
 installed as `tvbod.service.fsio`'s backend. Every reply is marked in the trace just before it
 is sent. Optionally the process "dies" (SIGKILL-like: page cache kept, nothing else written) at
-one journal fsync and a new server recovers the directory, as systemd would restart it.
+one journal fsync and a new server recovers the directory, as systemd would restart it. With a
+`crash_model.Fault` the disk refuses calls at one site for a while: requests answered
+`storage_unavailable` are sent again, and a server that stops (exit status 1 after a failed
+journal fsync) or cannot restore the plant is started again, as systemd's `Restart=on-failure`.
 
 `ImageChecker.check(image, acked)` recovers one image in-process and returns what is wrong.
 """
@@ -20,9 +23,11 @@ from pathlib import Path
 
 import numpy as np
 import structlog
-from crash_model import Image, Recorder, SimulatedCrash
+from crash_model import Fault, Image, Recorder, SimulatedCrash
 from daemon_harness import Daemon, objective
 from history import LoggingClient
+
+from plant_adapters.client import DaemonError
 
 from tvbod.protocol import decode_reply
 from tvbod.service import fsio
@@ -50,6 +55,10 @@ class Session:
     log: list[dict]
     proposals: dict[int, dict] = field(default_factory=dict)  # t -> the live proposal's reply
     tells: list[dict] = field(default_factory=list)  # the live tells in order: pid, t, y, rid
+    fault: Fault | None = None
+    site_calls: dict = field(default_factory=dict)  # (kind, op) -> calls made at that site
+    site_log: list = field(default_factory=list)  # ((kind, op), acknowledged so far) per call
+    refused: int = 0  # requests answered storage_unavailable
 
     @property
     def config(self):
@@ -59,26 +68,31 @@ class Session:
 def _crash_close(server: Server) -> None:
     """What a SIGKILL leaves: fds and sockets closed, no checkpoint, nothing flushed. The kernel
     closes a dead process's sockets at once; ZeroMQ closes them on its I/O thread, so wait until
-    the endpoint no longer accepts (the next server refuses a live endpoint, issue 13)."""
-    import time
-
-    from tvbod.service.server import probe_endpoint
-
+    the endpoint no longer accepts (the next server refuses a live endpoint)."""
     for plant in server.plants.values():
         plant.close()
     server.plants.clear()
     server.shutdown()
-    deadline = time.monotonic() + 60
-    while any(probe_endpoint(e) for e in server.config.endpoints) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    _await_endpoint_free(server)
 
 
 def _serve(recorder: Recorder, root: Path, stop: threading.Event, ready: threading.Event) -> None:
-    """Serve until `stop`; after a simulated crash, start a new server on the same state."""
+    """Serve until `stop`; after a simulated crash, a stop on a failed fsync or a start that
+    could not restore the plant, start a new server on the same state."""
+    import time
+
     config = load_daemon_config(root / "tvbod.yaml")
     while True:
         server = Server(config, EventSink(quiet_logger()))
-        server.open()
+        try:
+            server.open()
+        except Exception:  # noqa: BLE001 - the disk refused the restore: systemd starts again
+            _crash_close(server)
+            continue
+        if PLANT not in server.plants:  # set aside by a refused restore: start again
+            server.shutdown()
+            time.sleep(0.01)
+            continue
         server.bind()
         plain_send = server._send
 
@@ -97,15 +111,43 @@ def _serve(recorder: Recorder, root: Path, stop: threading.Event, ready: threadi
             _crash_close(server)
             continue
         server.shutdown()
-        return
+        if server.exit_code == 0 or stop.is_set():
+            return
+        _await_endpoint_free(server)
+
+
+def _await_endpoint_free(server: Server) -> None:
+    import time
+
+    from tvbod.service.server import probe_endpoint
+
+    deadline = time.monotonic() + 60
+    while any(probe_endpoint(e) for e in server.config.endpoints) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _until_stored(session: Session, call):
+    """`call()` again while the daemon answers `storage_unavailable` (nothing was applied)."""
+    import time
+
+    while True:
+        try:
+            return call()
+        except DaemonError as exc:
+            if exc.code != "storage_unavailable":
+                raise
+            session.refused += 1
+            time.sleep(0.005)
 
 
 def record_session(root: Path, steps: int, checkpoint_every: int, crash_at_step: int | None,
-                   skip=None) -> Session:
+                   skip=None, fault: Fault | None = None) -> Session:
     """Run `steps` ask/tell steps of `objective` (it jumps at t = 15: a reset) and record them."""
     Daemon(root, {PLANT: {"budget": CHEAP_BUDGET}}, checkpoint_every=checkpoint_every)  # files only
     recorder = Recorder(root, skip)
-    session = Session(root, recorder.trace, [])
+    recorder.fault = fault
+    session = Session(root, recorder.trace, [], fault=fault, site_calls=recorder.site_calls,
+                      site_log=recorder.site_log)
     stop, ready = threading.Event(), threading.Event()
     endpoint = f"ipc://{root}/run/tvbod.sock"
     with fsio.use(recorder):
@@ -115,14 +157,14 @@ def record_session(root: Path, steps: int, checkpoint_every: int, crash_at_step:
             ready.wait(30)
             with LoggingClient(endpoint, PLANT, timeout_s=0.5, retries=200, log=session.log) as c:
                 for step in range(1, steps + 2):
-                    p = c.ask()
+                    p = _until_stored(session, c.ask)
                     session.proposals[p["t"]] = p
                     if step > steps:
                         break  # the proposal after the last step: the reference for the end
                     if step == crash_at_step:
                         recorder.crash_at_fsync_of = JOURNAL
                     y = objective(p["gains"], p["t"])
-                    r = c.tell(p["proposal_id"], y)
+                    r = _until_stored(session, lambda p=p, y=y: c.tell(p["proposal_id"], y))
                     session.tells.append({"pid": p["proposal_id"], "t": r["t"], "y": y,
                                           "rid": c.log[-2]["id"]})
         finally:
@@ -229,3 +271,64 @@ class ImageChecker:
             except SystemExit:
                 self._mappings[key] = None
         return self._mappings[key]
+
+
+def first_call_after(session: Session, site: tuple[str, str], acks: int) -> int | None:
+    """Which call at `site` (1-based) is the first one after `acks` acknowledged requests of
+    `session` (a fault-free run: a faulty one follows it call for call up to the fault)."""
+    index = 0
+    for call_site, seen in session.site_log:
+        if call_site == site:
+            index += 1
+            if seen >= acks:
+                return index
+    return None
+
+
+def fault_problems(session: Session, steps: int, workdir: Path, memo: ImageChecker | None = None,
+                   replay_cli: bool = True) -> list[str]:
+    """What is wrong after a session with a storage fault, once space returned: a tell not
+    acknowledged, a silent gap in the live history, a power cut or a restart after the
+    session losing an acknowledged tell or leaving a history with a gap or one replay's verify
+    does not reproduce; with `replay_cli`, the `tvbod replay` command run on it too."""
+    import contextlib
+    import io
+    import random
+
+    from crash_model import FileSystem, images
+
+    from tvbod.cli import main as tvbod_main
+    from tvbod.service.replay import HistoryGap, checked_history
+
+    problems = []
+    if len(session.tells) != steps:
+        problems.append(f"only {len(session.tells)} tells acknowledged")
+    try:
+        checked_history(session.root / "state" / "plants" / PLANT)
+    except HistoryGap as exc:
+        problems.append(f"live history: {exc}")
+    fs = FileSystem()
+    for op, fields in session.trace:
+        fs.apply(op, fields)
+    acked = acked_rids(session.trace, len(session.trace))
+    checker = ImageChecker(session, workdir)
+    if memo is not None:  # replays and optimizer mappings already verified by another session
+        checker._verified, checker._mappings = memo._verified, memo._mappings
+    seen = set()
+    for image in images(fs, random.Random(0)):
+        if image.digest() in seen:
+            continue
+        seen.add(image.digest())
+        problems += [f"recovered: {p}" for p in checker.check(image, acked)]
+        recovered = workdir / "image" / "state" / "plants" / PLANT
+        try:
+            checked_history(recovered)
+        except HistoryGap as exc:
+            problems.append(f"recovered history: {exc}")
+        if replay_cli:
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                code = tvbod_main(["replay", str(recovered)])
+            if code != 0 or not out.getvalue().startswith("verified: "):
+                problems.append(f"tvbod replay after recovery: exit {code}: {out.getvalue().strip()}")
+    return problems

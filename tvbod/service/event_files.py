@@ -16,6 +16,10 @@ needs; `events.<m>.end` stays as the starting state of the oldest kept segment, 
 verifies the kept history from there exactly.
 
 Readers (`tvbod replay`, `tvbod inspect`, exports) go through `history_files` / `read_history`.
+A step's `measurement` line may appear more than once (a restart re-emits journaled tells with
+`replayed: true`); readers keep the first line of each proposal id. Within the kept history the
+steps are consecutive: from the plant's first step (or the step `events.<m-1>.end` holds) to the
+last step the newest checkpoint holds, and beyond; `continuity_problem` names a step missing.
 """
 
 from __future__ import annotations
@@ -87,6 +91,47 @@ def base_state(plant_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
     except (_Unusable, UnsupportedSchema) as exc:
         return None, f"{path.name} is unusable ({exc})"
     return state, None
+
+
+def checkpointed_step(plant_dir: Path) -> int | None:
+    """The last step the plant's newest readable checkpoint holds (its strategy's `t` - 1), or
+    None without one. Read only: nothing is moved aside (unlike `PlantStore.recover`)."""
+    from tvbod.service.store import CheckpointStore, UnsupportedSchema, _Unusable
+
+    for name in ("checkpoint", "checkpoint.prev"):
+        try:
+            state, _ = CheckpointStore._read(Path(plant_dir) / name)
+            return int(state["strategy"]["t"]) - 1
+        except (OSError, _Unusable, UnsupportedSchema, KeyError, TypeError, ValueError):
+            continue
+    return None
+
+
+def _steps(first: int, last: int) -> str:
+    return f"step {first} is" if first == last else f"steps {first}-{last} are"
+
+
+def continuity_problem(steps: list[tuple[int, str]], first: int, checkpointed: int | None,
+                       files: list[Path]) -> str | None:
+    """What breaks the continuity of a history, or None: `steps` are the `(t, proposal id)` of
+    its measurements in step order (one per proposal id), `first` the step it must begin with,
+    `checkpointed` the last step the newest checkpoint holds (the lines of every step up to it
+    must be on disk: the journal that could re-emit them is gone)."""
+    where = ", ".join(p.name for p in files) or "the event files"
+    expected, previous = first, None
+    for t, pid in steps:
+        if previous is not None and t == previous[0]:
+            return (f"step {t} is recorded twice (proposal ids {previous[1]} and {pid}) in "
+                    f"{where}")
+        if t > expected:
+            head = (f"history jumps from step {expected - 1} to {t}" if previous is not None
+                    else f"history starts at step {t}, not {first}")
+            return f"{head}: {_steps(expected, t - 1)} missing from {where}"
+        expected, previous = t + 1, (t, pid)
+    if checkpointed is not None and checkpointed >= expected:
+        return (f"history ends at step {expected - 1} but the checkpoint holds steps up to "
+                f"{checkpointed}: {_steps(expected, checkpointed)} missing from {where}")
+    return None
 
 
 def rotate(plant_dir: Path, checkpoint: Path, keep: int) -> list[str]:

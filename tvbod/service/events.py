@@ -26,6 +26,7 @@ import math
 import os
 import sys
 import threading
+from collections import deque
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Literal, TextIO
@@ -33,6 +34,7 @@ from typing import Any, Callable, Literal, TextIO
 import structlog
 
 from tvbod.service import fsio
+from tvbod.service.durable import StorageError, _write_all
 from tvbod.service.event_files import read_events, rotate  # noqa: F401 - read_events re-exported
 
 EVENT_NAMES = frozenset({
@@ -48,6 +50,11 @@ EVENT_LEVELS: dict[str, str] = {
     "client_refused": "warning", "config_reload_failed": "error", "internal_error": "error",
     "reset_burst": "warning",
 }
+#: The events `tvbod replay` and `tvbod export` read: a line of one of these the disk refused is
+#: always kept for a later write; of other events, at most `MAX_KEPT_LINES` lines are kept
+#: (a long outage with clients retrying must not grow the daemon without bound; stdout has them).
+HISTORY_EVENTS = frozenset({"measurement", "reset", "plant_restored", "config_reloaded"})
+MAX_KEPT_LINES = 1000
 _LEVELS = ("debug", "info", "warning", "error", "critical")
 _NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
 #: syslog priorities (sd-daemon(3) prefixes) of the levels.
@@ -179,7 +186,15 @@ def configure_logging(
 
 
 class _LineFile:
-    """An append-only file written one whole line per `write` call, opened on first use.
+    """An append-only file written one whole line at a time, opened on first use.
+
+    A line the disk refuses (ENOSPC, EIO) is kept, in order, and written before any later line
+    (`write_line` raises for the refused write, the next call tries the kept lines first); a
+    partly written line is cut off again, or closed off with a newline when even the truncate
+    fails. `sync` writes every kept line and fsyncs, and raises while a line is still unwritten.
+    After a failed fsync the kernel may have dropped the unsynced pages and a later fsync can
+    succeed without them (the PostgreSQL fsync lesson), so the next `sync` writes the bytes
+    since the last good fsync again, in place, before it fsyncs.
 
     Every write goes through `tvbod.service.fsio` (the crash-state tests record them).
     """
@@ -187,20 +202,80 @@ class _LineFile:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._fd: int | None = None
+        self._size = 0  # bytes in the file (this process is its only writer)
+        self._synced: int | None = None  # size at the last good fsync; None: none this run
+        self._suspect = False  # an fsync failed since then
+        self._kept: deque[bytes] = deque()  # lines the disk refused, oldest first
+
+    @property
+    def unwritten(self) -> int:
+        """How many lines are kept because the disk refused them."""
+        return len(self._kept)
 
     def write_line(self, line: str) -> None:
+        """Write `line` after every kept line; raises `OSError` if the disk refused (the line
+        is then kept and written first by the next call)."""
+        self._kept.append((line + "\n").encode("utf-8"))
+        self._write_kept()
+
+    def _write_kept(self) -> None:
+        while self._kept:
+            fd = self._open()
+            data = self._kept[0]
+            try:
+                _write_all(fd, data, self._size, fsio.pwrite)
+            except OSError:
+                self._cut()
+                raise
+            self._size += len(data)
+            self._kept.popleft()
+
+    def _open(self) -> int:
         if self._fd is None:
             fsio.makedirs(self.path.parent)
-            self._fd = fsio.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            if os.fstat(self._fd).st_size > 0 and not _ends_with_newline(self.path):
-                fsio.append(self._fd, b"\n")  # a crash tore the last line; keep it from gluing to ours
-        fsio.append(self._fd, (line + "\n").encode("utf-8"))
+            # read and write: `_rewrite_unsynced` reads the unsynced bytes back
+            self._fd = fsio.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            self._size = os.fstat(self._fd).st_size
+            if self._synced is None or self._synced > self._size:
+                self._synced = self._size  # first use, or a new file after a rotation
+            if self._size > 0 and not _ends_with_newline(self.path):
+                try:  # a crash (or a refused write) tore the last line: keep ours apart
+                    _write_all(self._fd, b"\n", self._size, fsio.pwrite)
+                except OSError:
+                    self.close()
+                    raise
+                self._size += 1
+        return self._fd
+
+    def _cut(self) -> None:
+        """Remove what a refused write left of its line; if the disk refuses that too, close
+        the file, so that reopening closes the torn line off with a newline."""
+        try:
+            fsio.ftruncate(self._fd, self._size)
+        except OSError:
+            self.close()
 
     def sync(self) -> None:
-        """fsync the file, so every line written so far survives a power cut."""
-        if self._fd is not None:
+        """Write the kept lines and fsync the file and its name, so every line written so far
+        survives a power cut; raises `OSError` while that is not so."""
+        self._write_kept()
+        if self._fd is None and not self._suspect:
+            return  # nothing written by this process
+        self._open()
+        if self._suspect:
+            self._rewrite_unsynced()
+        try:
             fsio.fsync(self._fd)
             fsio.fsync_dir(self.path.parent)  # and the file's name: it may be new
+        except OSError:
+            self._suspect = True
+            raise
+        self._synced, self._suspect = self._size, False
+
+    def _rewrite_unsynced(self) -> None:
+        start = self._synced or 0
+        data = os.pread(self._fd, self._size - start, start)
+        _write_all(self._fd, data, start, fsio.pwrite)
 
     def close(self) -> None:
         if self._fd is not None:
@@ -223,8 +298,10 @@ class PlantEventLog:
     daemon's logger and the json format, as one line rendered once; otherwise through `logger`.
 
     `plant` and any `context` (e.g. `t`) are bound onto every event; `bind` adds more context
-    and shares the same file. A failing file write (disk full) is reported on stdout as
-    `storage_error` and does not raise: event lines are diagnostics, the journal is the record.
+    and shares the same file. A failing file write (disk full, I/O error) is reported on stdout
+    as `storage_error` and does not raise: the line is kept and written, in order, before any
+    later one (`_LineFile`). Until every kept line is written and fsync'd, `sync` raises
+    `StorageError`, so no checkpoint absorbs the journal records that could still re-emit them.
     """
 
     def __init__(
@@ -259,19 +336,26 @@ class PlantEventLog:
             getattr(self.logger, level)(event, **data)
         if self.observer is not None:
             self.observer(event, data)
+        if self._file.unwritten >= MAX_KEPT_LINES and event not in HISTORY_EVENTS:
+            return  # on stdout only: the disk has refused every line for a long while
         try:
             self._file.write_line(line)
         except OSError as exc:
-            self.logger.error("storage_error", plant=self.plant, path=str(self.path),
-                              errno=exc.errno, error=str(exc), what="event log")
+            self._report(exc, "event log")
+
+    def _report(self, exc: OSError, what: str) -> None:
+        self.logger.error("storage_error", plant=self.plant, path=str(self.path),
+                          errno=exc.errno, error=str(exc), what=what,
+                          unwritten_lines=self._file.unwritten)
 
     def sync(self) -> None:
-        """Make the plant's event lines durable (called before each checkpoint)."""
+        """Make the plant's event lines durable (called before each checkpoint); raises
+        `StorageError` while a kept line is unwritten or the fsync fails."""
         try:
             self._file.sync()
         except OSError as exc:
-            self.logger.error("storage_error", plant=self.plant, path=str(self.path),
-                              errno=exc.errno, error=str(exc), what="event log sync")
+            self._report(exc, "event log sync")
+            raise StorageError("syncing", self.path, exc) from exc
 
     def rotate(self, checkpoint: Path, keep: int) -> list[str]:
         """Close the active file as a numbered segment (tvbod/service/event_files.py)."""

@@ -4,7 +4,8 @@ Columns: `t, proposal_id, <each gain by name>, measurement, failed, psi, thresho
 dataset_size, wall_time`. `measurement` is the value the optimizer used (for a failed experiment
 the failure policy's substitute), `psi`/`threshold` are the trigger's quantities on the GP scale
 (empty in CSV / null in JSON when the strategy has no trigger), `wall_time` is when the daemon
-recorded the measurement (ISO 8601, UTC). The source is the plant's `events.jsonl`, read only:
+recorded the measurement (ISO 8601, UTC). A history with a step missing is refused (exit 1,
+naming the steps and the files). The source is the plant's event files, read only:
 it works on a live state directory and changes nothing. `pandas.read_csv(FILE)` and
 `pandas.read_json(FILE, lines=True)` read the output with no options; `tvbod import` reads the CSV.
 """
@@ -39,10 +40,11 @@ def _number(value: Any) -> float | None:
 
 
 def rows(plant_dir: Path) -> tuple[list[str], list[dict[str, Any]]]:
-    """`(columns, one dict per step)` from the plant's measurement events."""
-    from tvbod.service.replay import load_history
+    """`(columns, one dict per step)` from the plant's measurement events; raises
+    `replay.HistoryGap` when a step is missing (an export never skips one silently)."""
+    from tvbod.service.replay import checked_history
 
-    history = load_history(plant_dir)
+    history, _, _ = checked_history(plant_dir)
     names = list(history[0]["gains"]) if history else []
     out = []
     for e in history:
@@ -75,7 +77,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"tvbod export: {events} not found (give a plant's state directory, "
               "STATE/plants/NAME)", file=sys.stderr)
         return 2
-    columns, data = rows(args.plant_dir)
+    from tvbod.service.replay import HistoryGap
+
+    try:
+        columns, data = rows(args.plant_dir)
+    except HistoryGap as exc:
+        print(f"tvbod export: {exc}; nothing written", file=sys.stderr)
+        return 1
     if not data:
         print(f"tvbod export: {args.plant_dir} has no recorded measurements; nothing written",
               file=sys.stderr)

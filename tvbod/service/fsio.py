@@ -9,7 +9,7 @@ The functions delegate to one `Files` object, by default the plain `os` calls. A
 another (`with use(recorder): ...`, e.g. one that records the operation trace from which the
 power-cut enumerator in tests/service/test_crash_states.py builds every disk image a crash may
 leave) without touching the logic that calls them. Fault injection (`tvbod.service.faults`)
-wraps `pwrite` the same way.
+wraps `pwrite` the same way, and installs a `Files` that fails the event files' writes.
 """
 
 from __future__ import annotations
@@ -75,6 +75,17 @@ def use(files: Files) -> Iterator[Files]:
         yield files
     finally:
         _files = previous
+
+
+def current() -> Files:
+    """The `Files` every call goes through now."""
+    return _files
+
+
+def install(files: Files) -> None:
+    """Route every call through `files` from now on (a running daemon's fault injection)."""
+    global _files
+    _files = files
 
 
 def open(path: Path, flags: int, mode: int = 0o644) -> int:  # noqa: A001 - mirrors os.open

@@ -11,7 +11,8 @@
   resets would have happened. The other optimizer's own proposals cannot be evaluated offline.
 
 The history is the plant's event files, rotated segments first (`measurement` events,
-deduplicated by proposal id); the configuration is the `optimizer` mapping stored in its
+deduplicated by proposal id), refused (exit 1, naming the missing steps and the files) when a
+step is missing (`checked_history`); the configuration is the `optimizer` mapping stored in its
 checkpoint, or `--config PLANT_FILE`. When retention removed the oldest segments, verification
 starts from the checkpoint kept where the oldest remaining segment begins (event_files.py).
 """
@@ -23,6 +24,8 @@ import copy
 import sys
 from pathlib import Path
 from typing import Any
+
+from tvbod.errors import TvbodError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,6 +52,35 @@ def load_history(plant_dir: Path) -> list[dict[str, Any]]:
         if e.get("event") == "measurement" and e.get("proposal_id") not in seen:
             seen[e["proposal_id"]] = e
     return sorted(seen.values(), key=lambda e: e["t"])
+
+
+class HistoryGap(TvbodError):
+    """The recorded history lacks a step (or holds one twice): the message names it and the
+    files. Readers refuse it rather than skip: a silent hole would pass for a shorter run."""
+
+
+def checked_history(plant_dir: Path) -> tuple[list[dict[str, Any]], dict | None, str | None]:
+    """`(history, start, problem)`: the measurements of the kept history in step order (from
+    where it begins), the checkpointed state it begins from (None: the plant's first step) and a
+    problem sentence when that state is unreadable (`event_files.base_state`). Raises
+    `HistoryGap` unless the steps are consecutive up to the newest checkpoint's
+    (`event_files.continuity_problem`): the one continuity check of `replay` and `export`."""
+    from tvbod.service.event_files import (
+        base_state, checkpointed_step, continuity_problem, history_files,
+    )
+
+    history = load_history(plant_dir)
+    start, problem = base_state(plant_dir)
+    if start is not None:
+        first = start["strategy"]["t"]
+    else:
+        first = history[0]["t"] if problem and history else 1
+    history = [e for e in history if e["t"] >= first]
+    gap = continuity_problem([(e["t"], e["proposal_id"]) for e in history], first,
+                             checkpointed_step(plant_dir), history_files(plant_dir))
+    if gap:
+        raise HistoryGap(gap)
+    return history, start, problem
 
 
 def load_epochs(plant_dir: Path) -> list[tuple[int, dict, bool]]:
@@ -247,7 +279,7 @@ def plot(path: Path, history: list[dict], whatif_resets: list[int] | None) -> No
 
 
 def run(args: argparse.Namespace) -> int:
-    from tvbod.service.event_files import base_state, has_history
+    from tvbod.service.event_files import has_history
 
     plant_dir = args.plant_dir
     if not has_history(plant_dir):
@@ -260,8 +292,11 @@ def run(args: argparse.Namespace) -> int:
             print("tvbod replay: --plot needs matplotlib, which is not installed "
                   "(pip install 'tvbod[plots]')", file=sys.stderr)
             return 2
-    history = load_history(plant_dir)
-    start, problem = base_state(plant_dir)
+    try:
+        history, start, problem = checked_history(plant_dir)
+    except HistoryGap as exc:
+        print(f"tvbod replay: {exc}; nothing verified", file=sys.stderr)
+        return 1
     if problem:
         print(f"tvbod replay: cannot verify: {problem}", file=sys.stderr)
         return 2
@@ -272,7 +307,6 @@ def run(args: argparse.Namespace) -> int:
         epochs = [] if args.config is not None else load_epochs(plant_dir)
         if start is not None:
             epochs = [ep for ep in epochs if ep[0] >= start["strategy"]["t"]]
-            history = [e for e in history if e["t"] >= start["strategy"]["t"]]
         n, divergence, resets, worst = verify(mapping, history, epochs, start, args.tolerance)
         if divergence:
             print(f"DIVERGED after {n} of {len(history)} steps: {divergence}"
