@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from tvbod.core import Strategy
-from tvbod.core.spec_history import with_explicit_defaults
 from tvbod.errors import TvbodError
 from tvbod.service.config import PlantConfig
 from tvbod.service.reload import changed_keys, frozen_changes, rebuild_strategy
-from tvbod.service.state_check import describe_source, poisoned_records, poisoned_state
+from tvbod.service.state_check import (
+    describe_source, poisoned_records, poisoned_state, stored_optimizer,
+)
 from tvbod.service.store import StorageError, UnsupportedSchema
 from tvbod.service.transition import pack_told, unpack_told
 
@@ -32,12 +33,6 @@ _REMEDY = ("Its files are kept as they are; `tvbod inspect {directory}` says wha
 
 class RestoreError(TvbodError):
     """The saved state cannot be used with the plant's configuration (the daemon refuses to start)."""
-
-
-def stored_optimizer(state: dict) -> dict:
-    """The optimizer mapping a checkpoint was written under, its trigger spelled out (a mapping
-    stored by tvbod 0.1.0 has no `trigger` key: its ET-GP-UCB was the paper's)."""
-    return with_explicit_defaults(state.get("optimizer", {}), stored=True)
 
 
 class _Deduplicated:

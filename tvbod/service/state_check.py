@@ -23,6 +23,14 @@ MEASURED = ("tell", "observe")
 _NAMED = 3
 
 
+def stored_optimizer(state: dict) -> dict:
+    """The optimizer mapping a checkpoint was written under, its trigger spelled out (a mapping
+    stored by tvbod 0.1.0 has no `trigger` key: its ET-GP-UCB was the paper's)."""
+    from tvbod.core.spec_history import with_explicit_defaults
+
+    return with_explicit_defaults(state.get("optimizer", {}), stored=True)
+
+
 def non_finite(value: Any, path: str, found: list[str]) -> list[str]:
     """Append to `found` the dotted path of every NaN or infinite float in `value` (nested
     dicts and lists, as a checkpoint holds them); returns `found`."""
@@ -101,7 +109,6 @@ def _apply_problems(state: dict[str, Any] | None, records: list[dict[str, Any]],
     """Whether the optimizer the state was written under loads it and takes every journaled
     measurement after it (before the first checkpoint: the optimizer of the plant's last start)."""
     from tvbod.core import make_strategy
-    from tvbod.service.recovery import stored_optimizer
     from tvbod.service.replay import load_epochs
 
     if state is not None:
