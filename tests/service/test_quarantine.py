@@ -46,6 +46,8 @@ def test_a_poisoned_plant_from_0_2_0_is_quarantined_and_the_others_are_served(tm
         status = c.status()
     assert [p["plant"] for p in status["plants"]] == ["beta"]
     assert set(status["daemon"]["quarantined"]) == {"alpha"}
+    shown = _tvbod("status", "--config", str(root / "tvbod.yaml"))
+    assert shown.returncode == 0 and "QUARANTINED alpha: " in shown.stdout, shown.stdout
     assert d.stop() == 0
     events = [e for e in d.log_events() if e["event"] == "plant_quarantined"]
     assert events and events[0]["plant"] == "alpha" and events[0]["level"] == "error"
@@ -146,3 +148,12 @@ def test_a_quarantined_plant_is_a_metric_at_1_and_returns_to_0_when_served(tmp_p
         time.sleep(0.1)
     assert gauge("alpha") == 0.0
     assert d.stop() == 0
+
+
+def test_import_into_a_quarantined_plant_is_refused_with_the_reason(tmp_path):
+    root = copy_fixture("poisoned-0.2.0/term", tmp_path)
+    rows = tmp_path / "rows.csv"
+    rows.write_text("t,kp,ki,measurement\n1,1.0,0.0,3.0\n")
+    out = _tvbod("import", "alpha", str(rows), "--config", str(root / "tvbod.yaml"))
+    assert out.returncode == 2 and "quarantined" in out.stderr and "non-finite" in out.stderr
+    assert not (root / "state" / "quarantine").exists()

@@ -227,6 +227,9 @@ def apply_rows(config, plant: str, rows: list[Row], source: str, append: bool) -
     server = Server(config, EventSink())
     try:
         server.open()
+        if plant in server.quarantined:
+            raise ImportError_(f"plant {plant!r} is quarantined ({server.quarantined[plant]}); "
+                               "nothing was imported")
         runtime = server.plants[plant]
         if runtime.proposal is not None:
             raise ImportError_(f"plant {plant!r} has proposal {runtime.proposal['id']!r} pending; "

@@ -53,8 +53,11 @@ def format_table(plants: list[dict]) -> str:
 
 def _render(reply: dict, endpoint: str) -> str:
     d = reply["daemon"]
+    quarantined = "".join(f"\nQUARANTINED {name}: {reason}"
+                          for name, reason in sorted(d.get("quarantined", {}).items()))
     return (f"tvbod {d['version']} pid {d['pid']} up {d['uptime_s']:.0f} s, "
-            f"{d['messages']} messages, endpoint {endpoint}\n" + format_table(reply["plants"]))
+            f"{d['messages']} messages, endpoint {endpoint}\n" + format_table(reply["plants"])
+            + quarantined)
 
 
 def _best(best: dict | None) -> str:
