@@ -57,6 +57,9 @@ def test_a_poisoned_plant_from_0_2_0_is_quarantined_and_the_others_are_served(tm
     summaries = {s["plant"]: s for s in json.loads(inspect.stdout)}
     assert summaries["alpha"]["errors"] and not summaries["beta"]["errors"]
     assert "alpha cannot be restored" in inspect.stderr and "tvbod repair" in inspect.stderr
+    replay = _tvbod("replay", str(root / "state" / "plants" / "alpha"))
+    assert replay.returncode == 1 and "nothing verified" in replay.stderr, replay.stdout
+    assert "non-finite" in replay.stderr and "verified:" not in replay.stdout
 
 
 @pytest.mark.parametrize("how", ["term", "kill"])

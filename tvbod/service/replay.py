@@ -222,7 +222,11 @@ def verify(mapping: dict, history: list[dict], epochs: list[tuple[int, dict, boo
         if dev > tolerance:
             return i, (f"t={e['t']}: recorded gains {x.tolist()} but the optimizer proposes "
                        f"{proposed.tolist()}"), resets, max(worst, dev)
-        r = s.tell(x, e["measurement"])
+        try:
+            r = s.tell(x, e["measurement"])
+        except ValueError as exc:  # DomainError: a measurement this optimizer refuses
+            return i, f"t={e['t']}: the optimizer refuses the recorded measurement ({exc})", \
+                resets, worst
         dev = max(dev, _deviation(e["psi"], r.psi))
         worst = max(worst, dev)
         if r.reset != e["reset"] or dev > tolerance:
@@ -278,6 +282,14 @@ def plot(path: Path, history: list[dict], whatif_resets: list[int] | None) -> No
     plt.close(fig)
 
 
+def _poison(plant_dir: Path, history: list[dict[str, Any]]) -> list[str]:
+    """Why the plant's history or saved state must not be called verified: non-finite recorded
+    values, or a state the daemon would quarantine (tvbod/service/state_check.py)."""
+    from tvbod.service.state_check import poisoned_history, restore_problems
+
+    return poisoned_history(history) + restore_problems(plant_dir)[0]
+
+
 def run(args: argparse.Namespace) -> int:
     from tvbod.service.event_files import has_history
 
@@ -300,6 +312,14 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"tvbod replay: cannot verify: {problem}", file=sys.stderr)
         return 2
+    poison = _poison(plant_dir, history)
+    if poison and not args.set and not args.unset:
+        for line in poison:
+            print(f"tvbod replay: {line}", file=sys.stderr)
+        print("tvbod replay: the plant's state is poisoned or cannot be restored; nothing "
+              "verified (`tvbod inspect`, `tvbod repair`: docs/reliability.md, Quarantine)",
+              file=sys.stderr)
+        return 1
     mapping = recorded_optimizer(plant_dir, args.config)
     from tvbod.core import SpecError
 

@@ -71,6 +71,17 @@ def poisoned_records(records: list[dict[str, Any]]) -> list[str]:
     return _sentence(found, "non-finite journaled measurements")
 
 
+def poisoned_history(history: list[dict[str, Any]]) -> list[str]:
+    """Problems of a recorded history (`measurement` events): a measurement, point or trigger
+    statistic that is not finite (events spell those as the strings "NaN", "Infinity")."""
+    found = []
+    for e in history:
+        values = {key: e.get(key) for key in ("measurement", "x", "psi", "mu")}
+        values = {k: float(v) if isinstance(v, str) else v for k, v in values.items()}
+        found += [b.replace(".", " ", 1) for b in non_finite(values, f"t={e.get('t')}", [])]
+    return _sentence(found, "non-finite values in the recorded history")
+
+
 def restore_problems(plant_dir: Path) -> tuple[list[str], list[str]]:
     """`(errors, notes)` of restoring `plant_dir` as the daemon would, on a temporary copy (nothing
     is modified). `errors` make the plant unrestorable (the daemon quarantines it): journal records
