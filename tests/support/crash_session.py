@@ -34,7 +34,8 @@ from tvbod.service import fsio
 from tvbod.service.config import load_daemon_config
 from tvbod.service.events import EventSink, PlantEventLog
 from tvbod.service.plant import PlantRuntime, RestoreError
-from tvbod.service.replay import load_epochs, load_history, recorded_optimizer, verify
+from tvbod.service.event_files import load_epochs
+from tvbod.service.replay import load_history, recorded_optimizer, verify
 from tvbod.service.server import Server
 from tvbod.service.store import PlantStore
 

@@ -227,3 +227,20 @@ def read_events(path: Path) -> list[dict[str, Any]]:
             if isinstance(item, dict):
                 events.append(item)
     return events
+
+
+def load_epochs(plant_dir: Path) -> list[tuple[int, dict, bool]]:
+    """`(t, optimizer mapping, issued)` in force from step t on, in the order the daemon recorded
+    them (every start's `plant_restored` and every `config_reloaded`); `issued` says whether
+    step t's proposal had been issued under the previous settings."""
+    from tvbod.core.spec_history import with_explicit_defaults
+    from tvbod.service.store import read_optimizer
+
+    epochs = []
+    for e in read_history(plant_dir):
+        if e.get("event") in ("plant_restored", "config_reloaded") and "fingerprint" in e:
+            mapping = read_optimizer(plant_dir, e["fingerprint"])
+            if mapping is not None:
+                stored = with_explicit_defaults(mapping, stored=True)
+                epochs.append((e["t"], stored, bool(e.get("pending"))))
+    return epochs

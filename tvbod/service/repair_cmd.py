@@ -121,7 +121,8 @@ def rebuild(config, plant_config, steps: list[dict[str, Any]], state_dir: Path) 
 
 def _verified(plant_dir: Path, kept: int) -> str | None:
     """None if replaying the rebuilt history reproduces all `kept` steps, else why not."""
-    from tvbod.service.replay import load_epochs, load_history, recorded_optimizer, verify
+    from tvbod.service.event_files import load_epochs
+    from tvbod.service.replay import load_history, recorded_optimizer, verify
 
     history = load_history(plant_dir)
     n, problem, _, _ = verify(recorded_optimizer(plant_dir, None), history, load_epochs(plant_dir))

@@ -120,7 +120,7 @@ def _apply_problems(state: dict[str, Any] | None, records: list[dict[str, Any]],
     """Whether the optimizer the state was written under loads it and takes every journaled
     measurement after it (before the first checkpoint: the optimizer of the plant's last start)."""
     from tvbod.core import make_strategy
-    from tvbod.service.replay import load_epochs
+    from tvbod.service.event_files import load_epochs
 
     if state is not None:
         mapping = stored_optimizer(state)
