@@ -210,3 +210,29 @@ def test_event_lines_refused_while_running_are_written_in_order_once_the_disk_wo
     steps = [e["t"] for e in d.events() if e["event"] == "measurement"]
     assert steps == list(range(1, 13)), "each line once, in order, no restart needed"
     _history_is_complete(d, tmp_path, 12)
+
+
+def test_a_reload_while_the_event_file_fails_keeps_the_daemon_and_the_history(tmp_path):
+    """SIGHUP with a changed plant file checkpoints the plant; with the disk refusing the event
+    file that checkpoint is refused, reported, and retried later: the daemon stays up."""
+    import signal
+    import time
+
+    fault_file = tmp_path / "fault"
+    d = Daemon(tmp_path / "d", checkpoint_every=4, env={"TVBOD_FAULT_FILE": str(fault_file)})
+    d.start()
+    drive(d, 3)
+    fault_file.write_text("enospc:events")
+    plant = d.root / "plants" / "alpha.yaml"
+    plant.write_text(plant.read_text().replace("seed: 1", "seed: 2"))
+    d.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 30
+    while not any(e.get("event") == "config_reloaded" and "plant" not in e
+                  for e in d.log_events()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert d.proc.poll() is None, d.log.read_text()[-2000:]
+    drive(d, 3)
+    fault_file.unlink()
+    drive(d, 3)
+    assert d.stop() == 0
+    _history_is_complete(d, tmp_path, 9)

@@ -267,4 +267,7 @@ class PlantRecovery:
         self.events.emit("config_reloaded", t=strategy.t, at="reload", changed=changed,
                          fingerprint=self.record_optimizer(), previous_fingerprint=old,
                          pending=(self.proposal or {}).get("id"))
-        self.checkpoint("reload")
+        try:
+            self.checkpoint("reload")
+        except StorageError:
+            pass  # reported as storage_error; the next periodic checkpoint tries again
