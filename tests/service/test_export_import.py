@@ -7,11 +7,10 @@ import json
 import shutil
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
-from daemon_harness import Daemon, objective, plant_yaml
+from daemon_harness import Daemon, objective, offline_site
 
 COLUMNS = ["t", "proposal_id", "kp", "ki", "measurement", "failed", "psi", "threshold", "reset",
            "dataset_size", "wall_time"]
@@ -26,19 +25,6 @@ def tvbod(*args, cwd=None):
 def _digest(directory):
     return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(directory.rglob("*")) if p.is_file()}
-
-
-def _fresh_site(root):
-    """A daemon file with its own state directory and the harness's plant `alpha`."""
-    (root / "plants").mkdir(parents=True)
-    (root / "plants" / "alpha.yaml").write_text(plant_yaml("alpha"))
-    (root / "tvbod.yaml").write_text(textwrap.dedent("""\
-        runtime_dir: ./run
-        state_dir: ./state
-        plants: "plants/*.yaml"
-        checkpoint_every: 5
-        """))
-    return root / "tvbod.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +73,7 @@ def test_export_then_import_into_a_fresh_state_reproduces_the_dataset(session, t
     pandas = pytest.importorskip("pandas")
     exported = tmp_path / "alpha.csv"
     assert tvbod("export", session.state / "plants" / "alpha", "--out", exported).returncode == 0
-    config = _fresh_site(tmp_path / "site")
+    config = offline_site(tmp_path / "site")
     r = tvbod("import", "alpha", exported, "--config", config)
     assert r.returncode == 0, r.stderr
     assert "24 observations" in r.stdout and "t=1..24" in r.stdout
@@ -123,7 +109,7 @@ def test_export_then_import_into_a_fresh_state_reproduces_the_dataset(session, t
 def test_bad_csv_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, content, message):
     from tvbod.cli import main  # in-process: the same command line, without an interpreter start
 
-    config = _fresh_site(tmp_path / "site")
+    config = offline_site(tmp_path / "site")
     (tmp_path / "in.csv").write_text(content)
     assert main(["import", "alpha", str(tmp_path / "in.csv"), "--config", str(config)]) == 2
     out, err = capsys.readouterr()
@@ -132,7 +118,7 @@ def test_bad_csv_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, conten
 
 
 def test_import_refuses_an_unknown_plant_a_missing_file_and_a_running_daemon(session, tmp_path):
-    config = _fresh_site(tmp_path / "site")
+    config = offline_site(tmp_path / "site")
     (tmp_path / "in.csv").write_text("kp,ki,measurement\n1.0,0.0,1.0\n")
     unknown = tvbod("import", "nope", tmp_path / "in.csv", "--config", config)
     assert unknown.returncode == 2 and "no plant named 'nope'" in unknown.stderr

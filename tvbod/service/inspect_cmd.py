@@ -10,9 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shutil
 import sys
-import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -53,19 +51,13 @@ def summarize(plant_dir: Path) -> dict[str, Any]:
     """What recovery would find in `plant_dir` (run on a copy), plus the event log's history.
     `errors` lists what makes the plant unrestorable: the daemon quarantines such a plant."""
     from tvbod.service.event_files import history_files, read_history
-    from tvbod.service.state_check import restore_problems
-    from tvbod.service.store import PlantStore, UnsupportedSchema
+    from tvbod.service.state_check import recovered_copy, restore_problems
+    from tvbod.service.store import UnsupportedSchema
 
-    with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(tmp) / "plants" / plant_dir.name
-        shutil.copytree(plant_dir, copy, ignore=shutil.ignore_patterns("events*"))
-        store = PlantStore(Path(tmp), plant_dir.name)
-        try:
-            rec = store.recover()
-        except UnsupportedSchema as exc:
-            return {"plant": plant_dir.name, "directory": str(plant_dir), "errors": [str(exc)]}
-        finally:
-            store.close()
+    try:
+        rec = recovered_copy(plant_dir)
+    except UnsupportedSchema as exc:
+        return {"plant": plant_dir.name, "directory": str(plant_dir), "errors": [str(exc)]}
     errors, _ = restore_problems(plant_dir)
     state = rec.state or {}
     strat = state.get("strategy", {})

@@ -46,23 +46,17 @@ def recorded_steps(plant_dir: Path) -> list[dict[str, Any]]:
     history, then journaled tells after the checkpoint whose event line never got written."""
     from tvbod.service.event_files import base_state
     from tvbod.service.replay import load_history
-    from tvbod.service.store import PlantStore
+    from tvbod.service.state_check import recovered_copy
 
     base, problem = base_state(plant_dir)
     if base is not None or problem is not None:
         raise RepairError(f"the history before {plant_dir}'s oldest kept event segment was removed "
                           "by retention (events_keep_segments); repair needs every step")
     steps = {e["proposal_id"]: e for e in load_history(plant_dir)}
-    with tempfile.TemporaryDirectory() as tmp:
-        shutil.copytree(plant_dir, Path(tmp) / "plants" / plant_dir.name,
-                        ignore=shutil.ignore_patterns("events*"))
-        store = PlantStore(Path(tmp), plant_dir.name)
-        try:
-            records = store.recover().records_after_checkpoint
-        except Exception:  # noqa: BLE001 - an unreadable journal leaves the event history
-            records = []
-        finally:
-            store.close()
+    try:
+        records = recovered_copy(plant_dir).records_after_checkpoint
+    except Exception:  # noqa: BLE001 - an unreadable journal leaves the event history
+        records = []
     for r in records:
         if r.get("kind") in ("tell", "observe") and r.get("id") not in steps:
             steps[r["id"]] = {"t": r["t"], "proposal_id": r["id"], "x": r["x"],

@@ -82,24 +82,33 @@ def poisoned_history(history: list[dict[str, Any]]) -> list[str]:
     return _sentence(found, "non-finite values in the recorded history")
 
 
-def restore_problems(plant_dir: Path) -> tuple[list[str], list[str]]:
-    """`(errors, notes)` of restoring `plant_dir` as the daemon would, on a temporary copy (nothing
-    is modified). `errors` make the plant unrestorable (the daemon quarantines it): journal records
-    missing after the checkpoint, a poisoned state, a state the recorded optimizer cannot load.
-    `notes` are what recovery mended on the copy (a torn journal tail, a checkpoint it would set
-    aside) and does not stop a start."""
-    from tvbod.service.store import PlantStore, UnsupportedSchema
+def recovered_copy(plant_dir: Path):
+    """What `PlantStore.recover` finds in `plant_dir`, run on a temporary copy of its checkpoints
+    and journals (nothing in `plant_dir` is modified). Raises `UnsupportedSchema` as recover does."""
+    from tvbod.service.store import PlantStore
 
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "plants" / plant_dir.name
         shutil.copytree(plant_dir, copy, ignore=shutil.ignore_patterns("events*"))
         store = PlantStore(Path(tmp), plant_dir.name)
         try:
-            rec = store.recover()
-        except UnsupportedSchema as exc:
-            return [f"written by another tvbod version: {exc}"], []
+            return store.recover()
         finally:
             store.close()
+
+
+def restore_problems(plant_dir: Path) -> tuple[list[str], list[str]]:
+    """`(errors, notes)` of restoring `plant_dir` as the daemon would, on a temporary copy (nothing
+    is modified). `errors` make the plant unrestorable (the daemon quarantines it): journal records
+    missing after the checkpoint, a poisoned state, a state the recorded optimizer cannot load.
+    `notes` are what recovery mended on the copy (a torn journal tail, a checkpoint it would set
+    aside) and does not stop a start."""
+    from tvbod.service.store import UnsupportedSchema
+
+    try:
+        rec = recovered_copy(plant_dir)
+    except UnsupportedSchema as exc:
+        return [f"written by another tvbod version: {exc}"], []
     errors = [f"journal records {a}..{b} are missing after the {describe_source(rec.source)}"
               for a, b in rec.missing]
     errors += poisoned_state(rec.state) + poisoned_records(rec.records_after_checkpoint)
