@@ -43,9 +43,12 @@ _BENCH_HELP = {
     "agpucb": "A-GP-UCB's 1-D experiments with unknown hyperparameters",
     "stopping-time": "Monte Carlo study of the trigger's stopping time (the paper's 30,000 runs "
                      "per eps)",
+    "suite": "drift benchmark suite: plants x drift kinds x algorithms, dev / held-out split",
 }
+#: Benches whose module is not `tvbod.bench.<name>`.
+_BENCH_MODULE = {"suite": "tvbod.bench.suite.run"}
 #: bench name -> (module, help), as COMMANDS
-BENCHES = {name: ("tvbod.bench." + name.replace("-", "_"), help_)
+BENCHES = {name: (_BENCH_MODULE.get(name, "tvbod.bench." + name.replace("-", "_")), help_)
            for name, help_ in _BENCH_HELP.items()}
 
 

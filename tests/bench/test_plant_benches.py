@@ -161,7 +161,7 @@ def test_cartpole_oracle_grid_rows_and_the_papers_reset_period():
     labels = [a.label for a in rows]
     assert len(labels) == len(set(labels))
     assert labels[:3] == ["ET-GP-UCB", "ET-GP-UCB (fixed scale)", "ET-GP-UCB (paper trigger)"]
-    assert dict(rows[0].params) == {"measurement": "auto"}
+    assert dict(rows[0].params) == {pr.SHIPPED: "cartpole"}  # the shipped file's optimizer
     for strategy in ("r-gp-ucb", "tv-gp-ucb", "ui-tvbo"):
         assert sum(a.strategy == strategy for a in rows) == len(cp.ORACLE_GRID)
     # N = ceil(12 eps^(-1/4)): the paper's N = 29 at eps = 0.03
@@ -179,3 +179,66 @@ def test_cartpole_units_leave_the_shipped_optimizer_unchanged_and_move_the_fixed
     assert auto1["regret"] == auto4["regret"] and auto1["reset_times"] == auto4["reset_times"]
     fixed1, fixed4 = (cp.run_task(0, algos[1], 0, c) for c in (base, four))
     assert fixed1["regret"] != fixed4["regret"]
+
+
+# ---------------------------------------------------------------------- as-shipped rows
+def _shipped_spec(plant_file: str):
+    from tvbod.resources import shipped
+    from tvbod.service.config import load_plant_config
+
+    return load_plant_config(Path(str(shipped(f"configs/plants/{plant_file}.yaml")))).optimizer
+
+
+def _differences(bench_mapping: dict, plant_file: str) -> set[str]:
+    """The OptimizerSpec fields where the bench's row differs from the shipped file's."""
+    import dataclasses
+
+    from tvbod.core.spec import parse_spec
+
+    mine, theirs = parse_spec(bench_mapping), _shipped_spec(plant_file)
+    out = set()
+    for f in dataclasses.fields(theirs):
+        a, b = getattr(mine, f.name), getattr(theirs, f.name)
+        same = (np.array_equal(a.matrix, b.matrix) and dataclasses.replace(a, matrix=None)
+                == dataclasses.replace(b, matrix=None)) if f.name == "kernel" and getattr(
+                    a, "matrix", None) is not None else a == b
+        if not same:
+            out.add(f.name)
+    return out
+
+
+def test_the_cartpole_bench_s_shipped_row_is_the_shipped_file_but_its_seed():
+    row = cp.algorithms()[0]
+    assert row.label == "ET-GP-UCB"
+    assert _differences(cp.build_spec(row, cp.Config(), seed=1234), "cartpole") == {"seed"}
+    # The other rows are not the shipped file (the test can fail: it sees a difference).
+    assert "measurement_offset" in _differences(cp.build_spec(cp.algorithms()[1], cp.Config(), 1),
+                                                "cartpole")
+
+
+def test_the_temperature_bench_s_shipped_row_is_the_shipped_file_but_its_seed():
+    row = tp.algorithms()[0]
+    K, _ = tp.plant_data()
+    assert _differences(tp.build_spec(row, K, seed=99), "temperature") == {"seed"}
+
+
+def test_the_suite_s_shipped_rows_are_the_shipped_files_but_seed_and_box():
+    from tvbod.bench.suite import algorithms as al
+    from tvbod.bench.suite import plants as pl
+
+    (row, _), = al.rows(("et-shipped",), 300)
+    full = al.Budget()
+    assert _differences(al.spec(pl.plant("cartpole"), row, 5, 300, full), "cartpole") == {"seed"}
+    assert _differences(al.spec(pl.plant("temperature"), row, 5, 300, full),
+                        "temperature") == {"seed"}
+    # A plant without a shipped file: the cart-pole file with the box replaced (the kernel's
+    # lengthscale, one per dimension, is the file's value in each of the new box's dimensions).
+    motor = al.spec(pl.plant("dc-motor"), row, 5, 300, full)
+    assert _differences(motor, "cartpole") == {"seed", "domain", "kernel"}
+    from tvbod.core.spec import parse_spec
+
+    shipped_ls = set(_shipped_spec("cartpole").kernel.lengthscales)
+    assert parse_spec(motor).kernel.lengthscales == (*shipped_ls,) * 3
+    # --quick changes the effort too, and only that.
+    quick = _differences(al.spec(pl.plant("dc-motor"), row, 5, 30, al.QUICK), "cartpole")
+    assert quick == {"seed", "domain", "kernel", "candidates", "starts", "maxiter", "hyper"}

@@ -9,9 +9,11 @@ tables and the plots.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +53,47 @@ def with_grid(rows: Sequence[Algo], periods: Sequence[int], forgettings: Sequenc
             + [Algo(f"UI-TVBO (sigma_w^2={w:g})", "ui-tvbo", (("drift_variance", w),)) for w in drifts])
     seen = {a.label for a in rows}
     return tuple(rows) + tuple(a for a in grid if a.label not in seen)
+
+
+#: An `Algo` param naming the shipped plant file a row's optimizer is read from
+#: (`shipped_spec`); it is not a strategy key.
+SHIPPED = "shipped"
+
+
+def shipped_algo(label: str, plant_file: str) -> Algo:
+    """The row "ET-GP-UCB as shipped": the optimizer of `configs/plants/<plant_file>.yaml`."""
+    return Algo(label, "et-gp-ucb", ((SHIPPED, plant_file),))
+
+
+def shipped_mapping(plant_file: str) -> dict:
+    """The parsed `optimizer:` mapping of the shipped `configs/plants/<plant_file>.yaml`, as the
+    daemon loads it (defaults filled in, side files read, domain and sense from the plant level)."""
+    return copy.deepcopy(_shipped_mapping(plant_file))
+
+
+@lru_cache(maxsize=None)
+def _shipped_mapping(plant_file: str) -> dict:
+    from tvbod.resources import shipped
+    from tvbod.service.config import load_plant_config
+
+    path = Path(str(shipped(f"configs/plants/{plant_file}.yaml")))
+    return load_plant_config(path).optimizer_mapping
+
+
+def shipped_spec(algo: Algo, seed: int, **replace) -> dict:
+    """A shipped row's optimizer mapping: the shipped file's, with the run's `seed` and only the
+    keys in `replace` (what the bench must change: e.g. the domain of another plant) replaced."""
+    return {**shipped_mapping(dict(algo.params)[SHIPPED]), "seed": seed, **replace}
+
+
+def range_map(costs) -> dict:
+    """`{offset, scale, cost_min, cost_max, points}` mapping the finite `costs`' range onto
+    `[-2, 2]` (the fixed measurement map of the paper-setting rows)."""
+    costs = np.asarray(costs, dtype=float)
+    costs = costs[np.isfinite(costs)]
+    lo, hi = float(costs.min()), float(costs.max())
+    return {"offset": (hi + lo) / 2.0, "scale": (hi - lo) / 4.0 or 1.0, "cost_min": lo,
+            "cost_max": hi, "points": int(costs.size)}
 
 
 def oracle_best(summary: list[dict]) -> dict[str, dict]:

@@ -31,9 +31,8 @@ NOISE_VARIANCE = 0.01
 BETA_C1, BETA_C2 = 0.4, 4.0  # beta_t = 0.4 ln(4t)
 DELTA_B = 0.1
 FORGETTING, RESET_PERIOD, DRIFT = 0.03, 15, 0.03
-#: The shipped plant file's `forgetting_floor` (configs/plants/temperature.yaml): learned from
-#: the data (`auto`); the fixed floor it replaced, told a drift rate, stays as a row.
-FLOOR, FIXED_FLOOR = "auto", 0.02
+#: The fixed forgetting floor the shipped file's `auto` replaced (told a drift rate); a row.
+FIXED_FLOOR = 0.02
 #: `--oracle` (issue 10): TV-GP-UCB's eps and UI-TVBO's sigma_w^2, and R-GP-UCB's N.
 ORACLE_GRID = (0.005, 0.01, 0.02, 0.03, 0.05)
 ORACLE_PERIODS = (5, 10, 15, 20, 30)
@@ -55,6 +54,10 @@ def plant_data() -> tuple[np.ndarray, np.ndarray]:
 
 
 def build_spec(algo: pr.Algo, K: np.ndarray, seed: int) -> dict:
+    """The `optimizer:` mapping of one algorithm in one run (a shipped row: the shipped file's,
+    seeded, its kernel the empirical covariance the file names)."""
+    if pr.SHIPPED in dict(algo.params):
+        return pr.shipped_spec(algo, seed)
     return {
         "strategy": algo.strategy, "sense": "maximize", "seed": seed,
         "domain": {"type": "arms", "n_arms": int(K.shape[0])},
@@ -109,10 +112,11 @@ def data_facts(horizon: int) -> dict:
 
 
 def algorithms(oracle: bool = False) -> tuple[pr.Algo, ...]:
-    """ET-GP-UCB as shipped (robust trigger, `forgetting_floor: FLOOR`), with the fixed floor it
+    """ET-GP-UCB as shipped (`configs/plants/temperature.yaml`'s optimizer: robust trigger,
+    `forgetting_floor: auto`), with the fixed floor it
     replaced, without a floor, with the paper's trigger, the four baselines; with `oracle` the
     baselines over ORACLE_GRID (R-GP-UCB over ORACLE_PERIODS)."""
-    rows = (pr.Algo("ET-GP-UCB", "et-gp-ucb", (("forgetting_floor", FLOOR),)),
+    rows = (pr.shipped_algo("ET-GP-UCB", "temperature"),
             pr.Algo(f"ET-GP-UCB (floor {FIXED_FLOOR:g})", "et-gp-ucb",
                     (("forgetting_floor", FIXED_FLOOR),)),
             *[pr.Algo(a.label + (" (no floor)" if a.label == "ET-GP-UCB" else ""), a.strategy,
