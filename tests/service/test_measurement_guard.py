@@ -19,8 +19,9 @@ ABSURD = {
     "1e200": 1e200, "-1e200": -1e200, "subnormal": 5e-324, "-subnormal": -5e-324,
     "-0": -0.0, "huge-after-small": 1e11, "limit": 1e12, "past-limit": 1.0000001e12,
 }
-#: The CI subset: the largest and the overflowing ones, a subnormal, -0.0, one just under the limit.
-QUICK = ("max", "1e200", "subnormal", "-0", "huge-after-small")
+#: The CI subset: the largest and the overflowing ones, a subnormal, -0.0, two under the limit
+#: (at the limit, a failure right after it must still be recordable).
+QUICK = ("max", "1e200", "subnormal", "-0", "huge-after-small", "limit")
 LONG = os.environ.get("TVBOD_LONG_TESTS") == "1"
 POSITIONS = range(1, 26)
 

@@ -66,9 +66,18 @@ class MeasurementChecks:
 
     def _failure_value(self, x: np.ndarray, request_id) -> float:
         """The measurement substituted for a failed experiment (the plant's `failure` policy),
-        held to the same guard as a measured one."""
+        clipped into the range the measurement guard admits (a failure must always be
+        recordable: it is the client's way out of a refused measurement), then guarded."""
         policy = self.config.failure
         mean, std = self.strategy.predict(x) if policy.kind != "penalty" else (0.0, 0.0)
         y = policy.measurement(mean, std, self.config.sense)
+        limit = self.config.max_measurement_abs
+        y = float(np.clip(y, -limit, limit))
+        output = getattr(self.strategy, "output", None)
+        if output is not None and output.has_scale:
+            band = (1.0 - 1e-9) * (self.config.max_measurement_sigmas  # inside, after round-off
+                                   * float(np.sqrt(self.strategy.spec.kernel.variance))
+                                   * output.scale_)
+            y = float(np.clip(y, output.offset_ - band, output.offset_ + band))
         self._guard_measurement(y, request_id, what="the failure policy's measurement")
         return y
