@@ -4,7 +4,8 @@ A cell is (plant, drift kind, row). Its runs' statistics: mean cumulative regret
 Student-t interval; for a drift with an abrupt change, the share of runs reset within `WINDOW`
 steps of the (first) change with its Clopper-Pearson interval, and the median delay; false-reset
 runs (a reset before the drift starts; on a `none` plant any reset); runs with more than 10
-resets and the most resets in a run; catastrophic episodes; CPU milliseconds per step; the
+resets and the most resets in a run (the reset statistics for event-triggered rows only: R-GP-UCB
+resets on a clock); catastrophic episodes; CPU milliseconds per step; the
 number of distinct trajectories among the runs (distinct proposal sequences).
 """
 
@@ -46,6 +47,10 @@ def cell(plant: str, drift, algo: pr.Algo, role: str, results: list[dict], horiz
     changes = drift.change_steps()
     caught = (pr.detection_stats(summary["reset_times"], changes[0], WINDOW) if changes else None)
     mean, lo, hi = mean_ci(summary["R_T"])
+    if algo.strategy != "et-gp-ucb":  # no trigger: R-GP-UCB resets on a clock, others never
+        caught = None
+        false = dict.fromkeys(("runs_with_false", "false_resets", "runs_over_10_resets",
+                               "max_resets"))
     return {
         "plant": plant, "drift": drift.kind, "label": algo.label, "strategy": algo.strategy,
         "params": dict(algo.params), "role": role, "runs": len(runs),
@@ -99,8 +104,8 @@ def table(cells: list[dict], split: str, runs: int, horizon: int) -> str:
         lines.append("| " + " | ".join([
             c["plant"], c["drift"], _label(c),
             f"{_fmt(c['R_T_mean'])} [{_fmt(lo)}, {_fmt(hi)}]", caught, _fmt(c["median_delay"], "g"),
-            f"{c['false_reset_runs']}/{c['runs']}", str(c["runs_over_10_resets"]),
-            str(c["max_resets"]), str(c["catastrophic"]), _fmt(c["cpu_ms_per_step"], ".1f"),
+            "-" if c["false_reset_runs"] is None else f"{c['false_reset_runs']}/{c['runs']}",
+            _fmt(c["runs_over_10_resets"], "d"), _fmt(c["max_resets"], "d"), str(c["catastrophic"]), _fmt(c["cpu_ms_per_step"], ".1f"),
             f"{c['distinct_trajectories']}/{c['runs']}"]) + " |")
     if len(lines) == 4:
         empty = ["(no cell of this split was run)"] + [""] * (len(COLUMNS) - 1)
