@@ -11,7 +11,7 @@ from tvbod.core import SpecError, StateError, make_strategy, parse_spec
 from tvbod.core.exploration import AdaptiveKappaLambda, AGPUCBScaling
 
 BOX = {"domain": {"lower": [0.0, 0.0], "upper": [1.0, 1.0]}, "seed": 3, "noise_variance": 0.01,
-       "budget": {"candidates": 128}}
+       "budget": {"candidates": 128}, "measurement": {"offset": 0.0, "scale": 1.0}}
 POINTS = {"domain": {"type": "points", "points": np.random.default_rng(0).random((60, 2)).tolist()},
           "seed": 3, "noise_variance": 0.01}
 VARIANTS = {

@@ -186,7 +186,7 @@ def test_measurement_auto_parses_and_bad_values_name_the_key():
     assert spec.measurement_offset == 3.0 and spec.n_calibration == 12
     assert not parse_spec(_spec({"offset": 1.0, "scale": 2.0})).calibrates
     with pytest.raises(SpecError, match="measurement.calibration_points"):
-        parse_spec(_spec({"offset": 1.0, "calibration_points": 5}))
+        parse_spec(_spec({"offset": 1.0, "scale": 2.0, "calibration_points": 5}))
     with pytest.raises(SpecError, match="measurement.calibration_points"):
         parse_spec(_spec({"scale": "auto", "calibration_points": 1}))
     with pytest.raises(SpecError, match="measurement.scale"):

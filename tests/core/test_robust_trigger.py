@@ -110,7 +110,8 @@ def _static_gp_runs(trigger, runs, steps, delta_b):
         f = Lk @ rng.standard_normal(40)
         s = make_strategy({"domain": {"type": "points", "points": grid.tolist()},
                            "kernel": {"lengthscales": 0.2}, "noise_variance": 0.02,
-                           "delta_b": delta_b, "seed": seed, "trigger": trigger})
+                           "delta_b": delta_b, "seed": seed, "trigger": trigger,
+                           "measurement": {"offset": 0.0, "scale": 1.0}})
         fired = False
         for _ in range(steps):
             x = s.ask()
@@ -133,7 +134,8 @@ def test_constant_objective_with_the_robust_trigger_rarely_resets():
     runs_with_reset = 0
     for seed in range(100):
         s = make_strategy({"domain": {"type": "points", "points": grid.tolist()},
-                           "kernel": {"lengthscales": 0.2}, "noise_variance": 0.02, "seed": seed})
+                           "kernel": {"lengthscales": 0.2}, "noise_variance": 0.02, "seed": seed,
+                           "measurement": {"offset": 0.0, "scale": 1.0}})
         noise = np.random.default_rng(10_000 + seed).normal(0, np.sqrt(0.02), 60)
         for t in range(60):
             runs_with_reset += s.tell(s.ask(), 0.5 + noise[t]).reset
@@ -144,7 +146,8 @@ def test_constant_objective_with_the_robust_trigger_rarely_resets():
 def _box(extra=None, seed=0):
     return {"domain": {"type": "box", "lower": [0.0, 0.0], "upper": [1.0, 1.0]},
             "kernel": {"lengthscales": 0.3}, "noise_variance": 0.01, "seed": seed,
-            "budget": {"candidates": 128, "starts": 2, "maxiter": 15}, **(extra or {})}
+            "budget": {"candidates": 128, "starts": 2, "maxiter": 15},
+            "measurement": {"offset": 0.0, "scale": 1.0}, **(extra or {})}
 
 
 def _f(x, t, jump_at=30, size=0.8):
@@ -179,7 +182,7 @@ def test_refractory_period_holds_a_reset_back_and_says_so():
 
 
 def test_reset_burst_is_reported_when_resets_come_faster_than_the_documented_rate():
-    s = make_strategy(_box({"trigger": {"refractory": 0, "burst": {"resets": 3, "steps": 20}}}))
+    s = make_strategy(_box({"trigger": {"refractory": 0, "uninformed": "off", "burst": {"resets": 3, "steps": 20}}}))
     s.tell(s.ask(), 0.0)
     bursts = []
     for k in range(6):
@@ -329,7 +332,7 @@ def _fire(trig, sigma, n, prior=1.0):
 
 
 def test_a_test_firing_where_d_is_uninformed_holds_the_reset_and_restarts_the_window():
-    trig = RobustTrigger(0.1, 0.02, window=3, refractory=0, uninformed=0.5, min_points=6)
+    trig = RobustTrigger(0.1, 0.02, window=3, refractory=0, uninformed=0.5, uninformed_from=6)
     trig.evaluate(0.1, 0.0, 0.2, t_prime=19, n=6, prior_variance=1.0)
     assert trig.residuals_  # an ordinary residual joins the window
     d = _fire(trig, sigma=math.sqrt(0.5), n=6)  # sigma^2 = 0.5 k(x, x): at the share, uninformed
@@ -338,7 +341,7 @@ def test_a_test_firing_where_d_is_uninformed_holds_the_reset_and_restarts_the_wi
     # informed (sigma^2 just under the share, with the prior's own scale), too few points, rule off
     assert _fire(trig, sigma=math.sqrt(0.49 * 4.0), n=6, prior=4.0).fired
     assert _fire(trig, sigma=0.99, n=5).fired
-    assert _fire(RobustTrigger(0.1, 0.02, refractory=0, min_points=6), sigma=0.99, n=50).fired
+    assert _fire(RobustTrigger(0.1, 0.02, refractory=0, uninformed_from=6), sigma=0.99, n=50).fired
     assert _fire(trig, sigma=0.99, n=6, prior=None).fired  # no prior variance: rule not applied
 
 
@@ -376,6 +379,6 @@ def test_a_stored_robust_trigger_without_the_rule_replays_without_it():
         new = with_explicit_defaults(_box({"trigger": stored}))["trigger"]
         assert old["uninformed"] == "off" and new["uninformed"] == 0.5
         assert parse_spec(_box({"trigger": old})).trigger.uninformed is None
-    kept = {"type": "robust", "uninformed": 0.3}
+    kept = {"type": "robust", "uninformed": 0.3, "uninformed_from": 4, "backoff": 3.0}
     assert with_explicit_defaults(_box({"trigger": kept}), stored=True)["trigger"] == kept
     assert with_explicit_defaults(_box({"trigger": "paper"}))["trigger"] == "paper"

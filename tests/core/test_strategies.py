@@ -203,7 +203,8 @@ def test_ei_on_arms_breaks_exact_ties_to_the_lowest_index():
     # under EI; the finite-set maximizer (the same as the UCB's) gives the lower index.
     K = (np.eye(6) * 0.7 + 0.3).tolist()
     s = make_strategy({"domain": {"type": "arms", "n_arms": 6}, "kernel": {"type": "matrix", "matrix": K},
-                       "seed": 3, "noise_variance": 0.01, "acquisition": "ei"})
+                       "seed": 3, "noise_variance": 0.01, "acquisition": "ei",
+                       "measurement": {"offset": 0.0, "scale": 1.0}})
     for arm in (0, 1, 2, 3):
         s.tell(arm, float(np.sin(arm)))
     from tvbod.core.acquisition import EI

@@ -53,7 +53,8 @@ def test_invalid_trigger_parameters_are_rejected():
 def _points_spec(seed, delta_b=0.1):
     grid = np.linspace(0, 1, 40)[:, None]
     return {"domain": {"type": "points", "points": grid.tolist()}, "kernel": {"lengthscales": 0.2},
-            "noise_variance": 0.02, "delta_b": delta_b, "seed": seed}
+            "noise_variance": 0.02, "delta_b": delta_b, "seed": seed,
+            "measurement": {"offset": 0.0, "scale": 1.0}}  # the objective is on the GP's scale
 
 
 def test_constant_objective_triggers_no_more_often_than_delta_b_allows():

@@ -72,7 +72,8 @@ def run_task(exp: str, label: str, keys: dict, run: int, seed: int, horizon: int
     f_star = float(grid.max())
     noise = NOISE_STD * np.random.default_rng([rs, 1]).standard_normal(horizon)
     spec = {"strategy": "gp-ucb", "seed": rs, "domain": {"lower": [0.0], "upper": [1.0]},
-            "noise_variance": NOISE_STD**2, "budget": {"candidates": 256}, **keys}
+            "noise_variance": NOISE_STD**2, "budget": {"candidates": 256},
+            "measurement": {"offset": 0.0, "scale": 1.0}, **keys}  # f is on the GP's scale
     s = make_strategy(spec)
     regret, g, ls = [], [], []
     t0 = time.process_time()

@@ -43,7 +43,8 @@ def within_model_task(run: int, label: str, keys: dict, seed: int, horizon: int,
                        "domain": {"type": "points", "points": wm.grid_points()},
                        "kernel": {"type": "se", "lengthscales": wm.LENGTHSCALE},
                        "noise_variance": wm.NOISE_VARIANCE, "beta": {"c1": wm.BETA_C1, "c2": wm.BETA_C2},
-                       "delta_b": wm.DELTA_B, **keys})
+                       "delta_b": wm.DELTA_B, "measurement": {"offset": 0.0, "scale": 1.0},
+                       **keys})
     idx, resets, t0 = np.empty(horizon, dtype=int), [], time.process_time()
     for t in range(horizon):
         x = s.ask()

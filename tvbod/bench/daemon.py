@@ -56,6 +56,7 @@ def _write_config(root: Path, plants: int, domain: str, endpoint: str,
 
         body = {"parameters": [{"name": "arm", "arms": 50}], "sense": "maximize",
                 "optimizer": {"strategy": "et-gp-ucb", "noise_variance": 0.01,
+                              "measurement": {"offset": 0.0, "scale": 1.0},
                               "kernel": {"type": "matrix", "matrix": _arms_matrix()}}}
         text = yaml.safe_dump(body)
     else:

@@ -190,6 +190,7 @@ def build_strategy(d: int, n: int, seed: int = 0, polish: str | None = None,
         "strategy": "gp-ucb", "domain": {"lower": [0.0] * d, "upper": [1.0] * d},
         "kernel": {"type": "se", "lengthscales": lengthscale(d)},
         "noise_variance": NOISE_VARIANCE, "seed": seed,
+        "measurement": {"offset": 0.0, "scale": 1.0},
         "budget": {k: v for k, v in (("polish", polish), ("tolerance", tolerance)) if v is not None},
     })
     rng = np.random.default_rng([seed, d, n])

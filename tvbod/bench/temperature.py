@@ -64,6 +64,7 @@ def build_spec(algo: pr.Algo, K: np.ndarray, seed: int) -> dict:
         "kernel": {"type": "matrix", "matrix": K},
         "noise_variance": NOISE_VARIANCE, "beta": {"c1": BETA_C1, "c2": BETA_C2},
         "delta_b": DELTA_B,
+        "measurement": {"offset": 0.0, "scale": 1.0},  # the readings are standardized already
         **dict(algo.params),
     }
 

@@ -184,6 +184,7 @@ def _base_spec(algo: Algo, grid: int):
         "noise_variance": NOISE_VARIANCE,
         "beta": {"c1": BETA_C1, "c2": BETA_C2},
         "delta_b": DELTA_B,
+        "measurement": {"offset": 0.0, "scale": 1.0},  # F is drawn on the GP's scale
         **dict(algo.params),
     })
 

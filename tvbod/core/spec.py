@@ -104,8 +104,8 @@ class OptimizerSpec:
     reset_period: int | None = None
     forgetting: float | None = None
     drift_variance: float | None = None
-    measurement_offset: float | None = 0.0  # None: `auto` (calibrated, see `calibration.py`)
-    measurement_scale: float | None = 1.0  # None: `auto`
+    measurement_offset: float | None = None  # None: `auto` (calibrated, see `calibration.py`)
+    measurement_scale: float | None = None  # None: `auto`
     calibration_points: int | None = None  # auto offset/scale: measurements used (None: max(20, 2d + 2))
     pessimism: float = 1.0  # auto offset: this many scales on the worse side of the mean
     candidates: int = 1024
@@ -401,13 +401,13 @@ def _parse_measurement(value) -> dict:
     pessimism: k}`: the map to the GP's scale, `internal = sign (y - offset) / scale`. `auto`
     estimates the offset (the mean, moved `pessimism` scales to the worse side) and scale (standard
     deviation) from the first `calibration_points` measurements and then keeps them, across
-    resets too (`calibration.py`)."""
+    resets too (`calibration.py`). `auto` is the default of both: a plant that names only its
+    parameters' bounds is measured on its own scale."""
     if value == "auto":
         value = {"offset": "auto", "scale": "auto"}
     meas = _mapping(value, "measurement")
     _check_keys(meas, {"offset", "scale", "calibration_points", "pessimism"}, "measurement.")
-    offset = meas.get("offset", _OPT.measurement_offset)
-    scale = meas.get("scale", _OPT.measurement_scale)
+    offset, scale = meas.get("offset", "auto"), meas.get("scale", "auto")
     auto = offset == "auto" or scale == "auto"
     if "calibration_points" in meas and not auto:
         raise SpecError("measurement.calibration_points", "applies only with offset or scale auto")

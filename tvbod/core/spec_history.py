@@ -23,13 +23,15 @@ _HYPER_HISTORY = {"objective": ("explicit-inverse", _HYPER.objective),
 def with_explicit_defaults(m: Mapping, stored: bool = False) -> dict:
     """A copy of an `optimizer:` mapping with the defaults that changed between releases spelled
     out, so a stored mapping says which behaviour wrote its history: the trigger (`trigger:
-    robust`, the default, as a mapping with its `uninformed` share), MAP hyperparameters'
-    `objective`, `refit_tolerance` and `refit_stop`, an auto offset's `measurement.pessimism`,
-    and a box domain's `budget.tolerance`. A `stored` mapping
+    robust`, the default, as a mapping with its `uninformed` rule and `backoff`), MAP
+    hyperparameters' `objective`, `refit_tolerance` and `refit_stop`, the measurement map's
+    offset and scale (and an auto offset's `pessimism`), and a box domain's `budget.tolerance`.
+    A `stored` mapping
     (read back from a plant's state) without `trigger` was written by tvbod 0.1.0, whose
     ET-GP-UCB was the paper's; a robust trigger without `uninformed` before the rule existed
-    (`off`); an auto offset without `pessimism` before it existed (0: the plain mean); one
-    without the two
+    (`off`), without `uninformed_from` / `backoff` before those existed (`min_points`, 1); one
+    without a measurement offset / scale when `0` / `1` was the default; an auto offset without
+    `pessimism` before it existed (0: the plain mean); one without the two
     hyperparameter keys by tvbod <= 0.2 (`explicit-inverse`, no skip); one without `refit_stop`
     before the key existed (`scipy`: L-BFGS-B's default stopping test); one without
     `budget.tolerance` before the key existed (each polish's own rule, `LEGACY_TOLERANCE`)."""
@@ -41,11 +43,7 @@ def with_explicit_defaults(m: Mapping, stored: bool = False) -> dict:
         out["hyperparameters"] = dict(hyper)
         for key, (old, default) in _HYPER_HISTORY.items():
             out["hyperparameters"].setdefault(key, old if stored else default)
-    meas = m.get("measurement")
-    if meas == "auto" or (isinstance(meas, Mapping) and meas.get("offset") == "auto"):
-        meas = {"offset": "auto", "scale": "auto"} if meas == "auto" else dict(meas)
-        meas.setdefault("pessimism", 0.0 if stored else OptimizerSpec.pessimism)
-        out["measurement"] = meas
+    out["measurement"] = _measurement(m.get("measurement", {}), stored)
     domain, budget = m.get("domain"), m.get("budget", {})
     if (isinstance(domain, Mapping) and domain.get("type", "box") == "box"
             and isinstance(budget, Mapping) and "tolerance" not in budget):
@@ -54,12 +52,38 @@ def with_explicit_defaults(m: Mapping, stored: bool = False) -> dict:
     return out
 
 
+#: Robust-trigger keys a stored mapping spells out: (what a stored mapping without the key
+#: means, today's default).
+_TRIGGER_HISTORY = {"uninformed": ("off", TriggerSpec().uninformed),
+                    "uninformed_from": ("min_points", TriggerSpec().uninformed_from),
+                    "backoff": (1.0, TriggerSpec().backoff)}
+
+
+def _measurement(value, stored: bool):
+    """The measurement map with its offset and scale spelled out (a stored mapping without them
+    was written when the fixed map `0` / `1` was the default; today `auto`) and an auto offset's
+    `pessimism` (0 in a stored mapping without it: the plain mean); anything malformed as is."""
+    if value == "auto":
+        value = {"offset": "auto", "scale": "auto"}
+    if not isinstance(value, Mapping):
+        return value
+    meas = dict(value)
+    meas.setdefault("offset", 0.0 if stored else "auto")
+    meas.setdefault("scale", 1.0 if stored else "auto")
+    if meas["offset"] == "auto":
+        meas.setdefault("pessimism", 0.0 if stored else OptimizerSpec.pessimism)
+    return meas
+
+
 def _trigger(value, stored: bool):
-    """A robust trigger spelled as a mapping with its `uninformed` share (`off` in a stored
-    mapping without it); the paper's, or anything malformed (the parser's to report), as is."""
+    """A robust trigger spelled as a mapping with its `uninformed` share, the dataset size from
+    which that applies and the refractory period's backoff (`off`, `min_points`, 1 in a stored
+    mapping without them); the paper's, or anything malformed (the parser's to report), as is."""
     if value == "robust":
         value = {"type": "robust"}
     if not isinstance(value, Mapping) or value.get("type", "robust") != "robust":
         return value
-    return {**value, "uninformed": value.get("uninformed", "off" if stored
-                                             else TriggerSpec().uninformed)}
+    out = dict(value)
+    for key, (old, default) in _TRIGGER_HISTORY.items():
+        out.setdefault(key, old if stored else default)
+    return out

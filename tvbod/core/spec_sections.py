@@ -50,7 +50,9 @@ class TriggerSpec:
     `refractory` steps without a reset after one, no hyperparameter refit while
     `|D| < min_points` (None: `2d + 2`; the fitted values are kept across a reset), no reset for
     a residual where D is uninformed (`sigma_D^2(x_t) >= uninformed * k(x_t, x_t)` on
-    `|D| >= min_points`; None: off), and a `reset_burst` report past `burst_resets` resets in
+    `|D| >= uninformed_from`; None: off; `uninformed_from` None: `min_points`), a refractory
+    period that grows by `backoff` with each reset that follows the last one within
+    `burst_steps` steps (1: fixed), and a `reset_burst` report past `burst_resets` resets in
     `burst_steps` steps.
     `paper`: the paper's Algorithm 1 exactly (point test only, refit on any dataset).
     """
@@ -62,13 +64,16 @@ class TriggerSpec:
     burst_resets: int = 5
     burst_steps: int = 50
     uninformed: float | None = 0.5
+    uninformed_from: int | None = 1
+    backoff: float = 2.0
 
     @property
     def robust(self) -> bool:
         return self.type == "robust"
 
 
-PAPER_TRIGGER = TriggerSpec("paper", window=1, refractory=0, min_points=1, uninformed=None)
+PAPER_TRIGGER = TriggerSpec("paper", window=1, refractory=0, min_points=1, uninformed=None,
+                            backoff=1.0)
 
 # ---------------------------------------------------------------------- parsers
 _mapping, _check_keys, _number, _integer, _choice = (
@@ -125,7 +130,8 @@ def parse_exploration(value, kernel) -> ExplorationSpec | None:
     )
 
 
-_TRIGGER_KEYS = {"type", "window", "refractory", "min_points", "burst", "uninformed"}
+_TRIGGER_KEYS = {"type", "window", "refractory", "min_points", "burst", "uninformed",
+                 "uninformed_from", "backoff"}
 
 
 def parse_trigger(m: Mapping, event: bool) -> dict:
@@ -166,6 +172,7 @@ def _parse_trigger_kind(value) -> TriggerSpec:
     _check_keys(burst, {"resets", "steps"}, "trigger.burst.")
     d = TriggerSpec()
     min_points, uninformed = t.get("min_points"), t.get("uninformed", d.uninformed)
+    since = t.get("uninformed_from", d.uninformed_from)
     return TriggerSpec(
         "robust",
         window=_integer(t.get("window", d.window), "trigger.window", 1, 100),
@@ -176,4 +183,7 @@ def _parse_trigger_kind(value) -> TriggerSpec:
         burst_steps=_integer(burst.get("steps", d.burst_steps), "trigger.burst.steps", 1),
         uninformed=None if uninformed in (None, "off") else _number(
             uninformed, "trigger.uninformed", 0.0, 1.0, lo_open=True),
+        uninformed_from=None if since == "min_points" else _integer(
+            since, "trigger.uninformed_from", 1),
+        backoff=_number(t.get("backoff", d.backoff), "trigger.backoff", 1.0, 10.0),
     )

@@ -25,24 +25,16 @@ Both tests together keep the paper's guarantee: no false reset with probability 
 Several same-sign residuals, each just under the point threshold (a step change of ~6 sigma_n),
 cross the window threshold within two or three steps (docs/benchmarks.md, *Drift detection*).
 
-**Refractory period**: no reset during the first `refractory` steps after a reset (tests still
-run and their residuals still count).
-
-**Uninformed residuals**: a test that fires at an `x_t` where D carries (almost) no information,
-`sigma_D^2(x_t) >= uninformed * k(x_t, x_t)` (the posterior variance still at least that share of
-the prior's, default one half), on a dataset of at least `min_points` points, does not reset.
-There `mu_D(x_t)` is the prior mean, so the residual tests the prior (its offset and scale,
-e.g. a `measurement: auto` scale estimated from clustered early points), not whether D is stale;
-a reset would throw D away for a question D was never asked. The reset is held (`held`,
-`uninformed`) and the window restarts after it (a window holding that residual would fire on it
-at the next step). A change is then seen at the next residual where D knows the answer: the
-optimizer's next points are near its data. Below `min_points` (just after a reset) every point is
-uninformed and the reset stays the remedy for a misplaced re-centred offset. Holding a reset
-never adds a false alarm: the guarantee above stands. Measured on the cart-pole
-(docs/benchmarks.md, *Drift detection*; `pessimism: 0`): it removed every false reset of
-`measurement: auto`
-(3/50 runs on seed 0, 1/50 on seed 1, 3/50 on the no-change plant, 3/50 on the ramp) at no
-cost in detection.
+**Refractory period, with backoff**: no reset during the first `h` steps after a reset (tests
+still run and their residuals still count). `h = refractory * backoff^(k-1)`, where the level
+`k` counts the resets of the current run of resets: each reset raises it by one, and every
+`burst_steps` steps between two resets lower it by one first (never below 0). One isolated reset
+holds `refractory` steps; a reset loop holds 2x, 4x, 8x ... as long. This caps the number of
+resets in T steps whatever the measurements are (a bound that needs no model, the loop's case:
+a model the data contradict), while the false-alarm bound below and the detection of a first
+change are untouched (holding a reset never adds a false alarm). Since a level of `k` needs
+gaps of at least `refractory (backoff^k - 1) / (backoff - 1)` steps, and a hold of
+`2 burst_steps` or more lowers the level again, the hold stays below `2 backoff burst_steps`.
 
 **Reset burst**: more than `burst_resets` resets within `burst_steps` steps is reported
 (`reset_burst`), so an operator sees a loop at once.
@@ -172,13 +164,21 @@ class RobustTrigger:
 
     def __init__(self, delta_b: float, noise_variance: float, window: int = 3,
                  refractory: int = 3, burst_resets: int = 5, burst_steps: int = 50,
-                 uninformed: float | None = None, min_points: int = 1) -> None:
+                 uninformed: float | None = None, uninformed_from: int = 1,
+                 backoff: float = 1.0) -> None:
         self.point = EventTrigger(delta_b, noise_variance)
         self.window, self.refractory = int(window), int(refractory)
-        self.uninformed, self.min_points = uninformed, int(min_points)
+        self.uninformed, self.uninformed_from = uninformed, int(uninformed_from)
         self.burst_resets, self.burst_steps = int(burst_resets), int(burst_steps)
+        self.backoff = float(backoff)
         self.residuals_: list[tuple[float, float]] = []
         self.reset_steps_: list[int] = []
+        self.level_, self.last_reset_ = 0, None  # the backoff's level k and the last reset's step
+
+    @property
+    def hold(self) -> int:
+        """`h = refractory * backoff^(k-1)`: steps after the last reset without another one."""
+        return hold_steps(self.refractory, self.backoff, self.level_)
 
     def evaluate(self, y: float, mu: float, sigma: float, t_prime: int, n: int = 1,
                  noise_variance: float | None = None,
@@ -204,7 +204,7 @@ class RobustTrigger:
                     best = (abs(total_e) / thr, w, abs(total_e), thr)
         test = "point" if psi > threshold else ("window" if best[0] > 1.0 else None)
         uninformed = test is not None and self._uninformed(float(sigma), n, prior_variance)
-        held = test is not None and (int(t_prime) <= self.refractory or uninformed)
+        held = test is not None and (int(t_prime) <= self.hold or uninformed)
         fired = test is not None and not held and n > 0
         forget = fired or uninformed  # the window restarts after a reset or an uninformed residual
         self.residuals_ = [] if forget else (self.residuals_ + [(e, s2)])[-max(self.window - 1, 0):]
@@ -213,13 +213,16 @@ class RobustTrigger:
                                test=test, held=held, uninformed=uninformed)
 
     def _uninformed(self, sigma: float, n: int, prior_variance: float | None) -> bool:
-        """`sigma_D^2(x_t) >= uninformed * k(x_t, x_t)` on `|D| >= min_points` (module docstring)."""
+        """`sigma_D^2(x_t) >= uninformed * k(x_t, x_t)` on `|D| >= uninformed_from` (module
+        docstring)."""
         return (self.uninformed is not None and prior_variance is not None
-                and n >= self.min_points and sigma**2 >= self.uninformed * prior_variance)
+                and n >= self.uninformed_from and sigma**2 >= self.uninformed * prior_variance)
 
     def on_reset(self, t: int) -> bool:
-        """Record a reset at step `t`; True if it makes a burst (> `burst_resets` within
-        `burst_steps` steps, counting this one)."""
+        """Record a reset at step `t` (the backoff's level: module docstring); True if it makes a
+        burst (> `burst_resets` within `burst_steps` steps, counting this one)."""
+        self.level_ = next_level(self.level_, self.last_reset_, int(t), self.burst_steps)
+        self.last_reset_ = int(t)
         self.residuals_ = []
         self.reset_steps_ = [s for s in self.reset_steps_ if s > t - self.burst_steps] + [int(t)]
         return len(self.reset_steps_) > self.burst_resets
@@ -229,8 +232,26 @@ class RobustTrigger:
         self.residuals_ = []
 
     def state_dict(self) -> dict:
-        return {"residuals": [list(r) for r in self.residuals_], "reset_steps": list(self.reset_steps_)}
+        return {"residuals": [list(r) for r in self.residuals_], "reset_steps": list(self.reset_steps_),
+                "level": self.level_, "last_reset": self.last_reset_}
 
     def load_state_dict(self, state: dict) -> None:
+        """`level` / `last_reset` are absent from a state written before the backoff existed;
+        that state's trigger has `backoff: 1`, on which they have no effect."""
         self.residuals_ = [(float(e), float(v)) for e, v in state["residuals"]]
         self.reset_steps_ = [int(s) for s in state["reset_steps"]]
+        self.level_ = int(state.get("level", 0))
+        last = state.get("last_reset")
+        self.last_reset_ = None if last is None else int(last)
+
+
+def next_level(level: int, last_reset: int | None, t: int, burst_steps: int) -> int:
+    """The backoff's level after a reset at step `t`: lowered by one per `burst_steps` steps since
+    the `last_reset` (to 0 when there was none), then raised by one."""
+    quiet = level if last_reset is None else (t - last_reset) // burst_steps
+    return max(0, level - quiet) + 1
+
+
+def hold_steps(refractory: int, backoff: float, level: int) -> int:
+    """`refractory * backoff^(level-1)` steps (`refractory` before the first reset)."""
+    return int(round(refractory * backoff ** max(level - 1, 0)))

@@ -55,8 +55,9 @@ def build_trigger(spec: OptimizerSpec):
     whose `tell` reports psi/threshold without acting on them)."""
     t = spec.trigger
     if t is not None and t.robust:
+        since = t.uninformed_from if t.uninformed_from is not None else spec.min_points
         return RobustTrigger(spec.delta_b, spec.noise_variance, t.window, t.refractory,
-                             t.burst_resets, t.burst_steps, t.uninformed, spec.min_points)
+                             t.burst_resets, t.burst_steps, t.uninformed, since, t.backoff)
     return EventTrigger(spec.delta_b, spec.noise_variance)
 
 
