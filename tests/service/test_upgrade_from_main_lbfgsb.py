@@ -38,7 +38,8 @@ def test_opting_in_to_the_newton_polish_is_a_change_at_start_that_replay_follows
     plant.write_text(plant.read_text() + "  budget: {polish: newton}\n")
     changes = _continue(root, 8)
     assert changes and changes[-1]["at"] == "start"
-    assert changes[-1]["changed"] == ["budget.polish", "budget.tolerance", "trigger.uninformed"]
+    assert changes[-1]["changed"] == ["budget.polish", "budget.tolerance", "trigger.backoff",
+                                     "trigger.uninformed", "trigger.uninformed_from"]
     replays_to_round_off(root, "beta", 24)
     # the eight new steps really were Newton's: under the old polish throughout they diverge
     out = replay(root, "beta", "--config", str(original), "--tolerance", ROUND_OFF)
@@ -50,5 +51,35 @@ def test_the_new_defaults_are_a_change_at_start_that_replay_follows(tmp_path):
     root = copy_fixture(FIXTURE, tmp_path)
     changes = _continue(root, 8)  # the same plant file: only the defaults changed
     assert [(c["at"], c["changed"]) for c in changes] == [
-        ("start", ["budget.tolerance", "trigger.uninformed"])]
+        ("start", ["budget.tolerance", "trigger.backoff", "trigger.uninformed",
+                   "trigger.uninformed_from"])]
     replays_to_round_off(root, "beta", 24)
+
+
+def test_a_plant_file_without_measurement_keeps_the_fixed_map_its_state_was_written_under(tmp_path):
+    # `auto` is today's default, but a plant with data keeps the map its targets are on (0 / 1),
+    # at the restart and at a live reload of the same file
+    import signal
+    import time
+
+    from tvbod.service.store import PlantStore
+
+    root = copy_fixture(FIXTURE, tmp_path)
+    assert "measurement" not in (root / "plants" / "beta.yaml").read_text().split("optimizer:")[1]
+    d = Daemon(root, existing=True).start()
+    try:
+        with d.client("beta") as c:
+            p = c.ask()
+            c.tell(p["proposal_id"], objective(p["gains"], p["t"]))
+        d.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 30
+        while not any(e["event"] in ("config_reloaded", "config_reload_failed")
+                      and e.get("at") != "start" for e in d.log_events()):
+            assert time.monotonic() < deadline, "no reload outcome"
+            time.sleep(0.1)
+    finally:
+        assert d.stop() == 0
+    assert not [e for e in d.log_events() if e["event"] == "config_reload_failed"]
+    assert not [e for e in d.events("beta") if e["event"] == "plant_quarantined"]
+    stored = PlantStore(root / "state", "beta").recover().state["optimizer"]
+    assert stored["measurement"] == {"offset": 0.0, "scale": 1.0}

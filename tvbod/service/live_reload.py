@@ -30,8 +30,10 @@ class LiveReload:
             # Resolve `log_format: auto` as the start did, or it would always look changed.
             new = load_daemon_config(self.config.path, isatty=sys.stdout.isatty())
             # A quarantined plant is opened anew, as if added; failing again leaves it aside.
+            # The served plants' configurations are the runtimes' (`inherit` at restore).
             served = dataclasses.replace(self.config, plants=type(self.config.plants)(
-                p for p in self.config.plants if p.name not in self.quarantined))
+                self.plants[p.name].config if p.name in self.plants else p
+                for p in self.config.plants if p.name not in self.quarantined))
             plan = plan_reload(served, new)
             retry = [pc for pc in plan.added if pc.name in self.quarantined]
             plan.added = [pc for pc in plan.added if pc.name not in self.quarantined]

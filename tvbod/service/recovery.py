@@ -17,7 +17,7 @@ from typing import Any
 
 from tvbod.core import Strategy
 from tvbod.errors import TvbodError
-from tvbod.service.config import PlantConfig
+from tvbod.service.config import PlantConfig, inherit
 from tvbod.service.reload import changed_keys, frozen_changes, rebuild_strategy
 from tvbod.service.state_check import (
     describe_source, poisoned_records, poisoned_state, stored_optimizer,
@@ -143,7 +143,9 @@ class PlantRecovery:
         try:
             if state.get("schema") != STATE_SCHEMA:
                 raise RestoreError(f"checkpoint schema {state.get('schema')!r}, expected {STATE_SCHEMA}")
-            frozen = frozen_changes(stored_optimizer(state), self.config.optimizer_mapping)
+            stored = stored_optimizer(state)
+            self.config = inherit(self.config, stored)
+            frozen = frozen_changes(stored, self.config.optimizer_mapping)
             if frozen:
                 raise RestoreError(
                     f"plant {self.name!r}: the configuration changed "

@@ -17,7 +17,7 @@ from typing import Any
 from tvbod.core import Strategy, make_strategy
 from tvbod.core.spec import OptimizerSpec
 from tvbod.errors import TvbodError
-from tvbod.service.config import DaemonConfig, PlantConfig
+from tvbod.service.config import DaemonConfig, PlantConfig, inherit
 
 #: Dotted optimizer keys (and their sub-keys) that a live reload must not change.
 FROZEN = ("strategy", "domain", "sense", "measurement", "kernel.type", "kernel.matrix")
@@ -84,6 +84,7 @@ def plan_reload(old: DaemonConfig, new: DaemonConfig) -> ReloadPlan:
         if before is None:
             plan.added.append(pc)
             continue
+        pc = inherit(pc, before.optimizer_mapping)
         keys = changed_keys(before.optimizer_mapping, pc.optimizer_mapping)
         frozen = frozen_changes(before.optimizer_mapping, pc.optimizer_mapping)
         if frozen:

@@ -159,17 +159,41 @@ class PlantTransitions:
                     dataset_size_after=result.dataset_size, **_window_fields(result), **extra)
         if result.reset_burst and not replayed:
             trig = self.strategy.spec.trigger
+            hold = getattr(getattr(self.strategy, "trigger", None), "hold", trig.refractory)
             ev.emit("reset_burst", level="warning", t=result.t, resets=trig.burst_resets + 1,
-                    within_steps=trig.burst_steps,
-                    hint="resets faster than the trigger's burst rate: a reset loop. Check the "
-                    "measurement offset/scale (docs/configuration.md, Measurement scaling) or raise "
-                    "optimizer.trigger.refractory")
+                    within_steps=trig.burst_steps, refractory_steps=hold,
+                    hint="resets faster than the trigger's burst rate: the model does not fit the "
+                    f"measurements; no reset for the next {hold} steps (trigger.backoff). Check "
+                    "the measurement map and lengthscales (docs/configuration.md, Measurement "
+                    "scaling)")
+        if not replayed:
+            self._warn_out_of_range(result, y)
+
+    def _warn_out_of_range(self, result, y: float) -> None:
+        """`measurement_out_of_range`, at most once per regime (the steps since the last reset):
+        a measurement more than `_OUT_OF_RANGE_SIGMAS` prior standard deviations from the GP's
+        prior mean, with a hint that fits how the measurement map was set."""
+        regime = result.t - result.t_prime
         prior_sd = float(np.sqrt(self.strategy.spec.kernel.variance))
         y_gp = self.strategy.to_internal_y(y)
-        if not replayed and abs(y_gp) > _OUT_OF_RANGE_SIGMAS * prior_sd:
-            ev.emit("measurement_out_of_range", level="warning", t=result.t, measurement=y,
-                    scaled=y_gp, hint="set optimizer.measurement offset/scale so measurements land "
-                    "within a few prior standard deviations; otherwise the trigger fires spuriously")
+        if self.out_of_range_regime == regime or abs(y_gp) <= _OUT_OF_RANGE_SIGMAS * prior_sd:
+            return
+        self.out_of_range_regime = regime
+        self.events.emit("measurement_out_of_range", level="warning", t=result.t, measurement=y,
+                         scaled=y_gp, regime_start=regime, hint=_range_hint(self.strategy.spec))
+
+
+def _range_hint(spec) -> str:
+    """What an operator can do about measurements far outside the GP's prior range."""
+    if spec.calibrates:
+        return (f"measurement: auto set the GP's scale from the first {spec.n_calibration} "
+                "measurements, and this one lies far outside their spread; if such values are "
+                "normal for this plant, raise optimizer.measurement.calibration_points so the "
+                "scale sees them (a new plant state), or set offset/scale by hand "
+                "(docs/configuration.md, Measurement scaling). Shown once per regime")
+    return ("set optimizer.measurement offset/scale (or auto) so measurements land within a few "
+            "prior standard deviations; otherwise the trigger fires spuriously. Shown once per "
+            "regime")
 
 
 def _window_fields(result) -> dict[str, Any]:

@@ -2,6 +2,8 @@
 
 - `et-shipped`: the shipped plant file's optimizer (`configs/plants/<plant>.yaml` where the plant
   has one, else the shipped cart-pole file's with only the box replaced);
+- `et-bounds`: a plant file that names only its parameters' bounds and
+  `optimizer: {strategy: et-gp-ucb}` (every other key at its default), as the daemon reads it;
 - `et-paper`, `gp-ucb`, `r-gp-ucb`, `tv-gp-ucb`, `ui-tvbo`: the paper's settings, on a fixed
   measurement map (the plant's nominal noise-free cost range onto [-2, 2]);
 - `oracle`: R-GP-UCB, TV-GP-UCB and UI-TVBO over a grid (an oracle a user would not have);
@@ -23,7 +25,7 @@ import numpy as np
 from .. import plant_runs as pr
 from .. import wdbo
 
-NAMES = ("et-shipped", "et-paper", "gp-ucb", "r-gp-ucb", "tv-gp-ucb", "ui-tvbo", "oracle", "wdbo")
+NAMES = ("et-shipped", "et-bounds", "et-paper", "gp-ucb", "r-gp-ucb", "tv-gp-ucb", "ui-tvbo", "oracle", "wdbo")
 #: The paper-setting rows' time-varying settings (the cart-pole bench's).
 FORGETTING, DRIFT = 0.03, 0.03
 #: The oracle grid: R-GP-UCB's N, TV-GP-UCB's eps, UI-TVBO's sigma_w^2 (wide: a best at either
@@ -34,6 +36,11 @@ GRID_EPS = (0.003, 0.01, 0.03, 0.1, 0.3)
 #: its mode at `LENGTHSCALE` box widths (the paper's shape), noise variance and beta as the paper.
 LENGTHSCALE, PRIOR_SHAPE = 0.3, 15.0
 NOISE_VARIANCE, BETA = 0.02, {"c1": 0.8, "c2": 4.0}
+
+
+#: The `et-bounds` row: an `Algo` param (not a strategy key) marks it.
+BOUNDS = "bounds-only"
+BOUNDS_ONLY = pr.Algo("ET-GP-UCB (bounds only)", "et-gp-ucb", ((BOUNDS, 1),))
 
 
 @dataclass(frozen=True)
@@ -53,7 +60,8 @@ def rows(names: tuple[str, ...], horizon: int) -> tuple[tuple[pr.Algo, str], ...
     """`(Algo, role)` per row for the chosen `names`; role `row` or `oracle` (a grid point)."""
     period = int(math.ceil(min(horizon, 12.0 * FORGETTING ** -0.25)))
     et, paper, *base = pr.five_algorithms(period, FORGETTING, DRIFT)
-    by = {"et-shipped": [pr.shipped_algo("ET-GP-UCB (shipped)", "cartpole")], "et-paper": [paper],
+    by = {"et-shipped": [pr.shipped_algo("ET-GP-UCB (shipped)", "cartpole")],
+          "et-bounds": [BOUNDS_ONLY], "et-paper": [paper],
           **{a.strategy: [a] for a in base}}
     out = [(a, "row") for n in names if n in by for a in by[n]]
     if "oracle" in names:
@@ -61,6 +69,11 @@ def rows(names: tuple[str, ...], horizon: int) -> tuple[tuple[pr.Algo, str], ...
     if "wdbo" in names:
         out += [(a, "row") for a in wdbo.rows(True)]
     return tuple(out)
+
+
+def box_only(algo: pr.Algo) -> bool:
+    """Rows that need a box domain: W-DBO and the bounds-only plant file."""
+    return algo.strategy == "wdbo" or BOUNDS in dict(algo.params)
 
 
 def grid_value(algo: pr.Algo) -> float:
@@ -75,7 +88,9 @@ def on_grid_edge(algo: pr.Algo) -> bool:
 
 def spec(plant, algo: pr.Algo, seed: int, horizon: int, budget: Budget) -> dict:
     """The optimizer mapping of `algo` on `plant` in one run."""
-    if pr.SHIPPED in dict(algo.params):
+    if BOUNDS in dict(algo.params):
+        m = bounds_only(plant, seed, {k: v for k, v in algo.params if k != BOUNDS})
+    elif pr.SHIPPED in dict(algo.params):
         own = plant.name if plant.name in ("cartpole", "temperature") else None
         shipped = pr.Algo(algo.label, algo.strategy, ((pr.SHIPPED, own or "cartpole"),))
         m = pr.shipped_spec(shipped, seed, **({} if own else {"domain": _box(plant)}))
@@ -88,6 +103,18 @@ def spec(plant, algo: pr.Algo, seed: int, horizon: int, budget: Budget) -> dict:
     else:
         m = _generic(plant, algo, seed, budget)
     return _budgeted(m, budget) if budget != Budget() else m
+
+
+def bounds_only(plant, seed: int, extra: dict | None = None) -> dict:
+    """The optimizer mapping the daemon makes of a plant file with only bounds (the plant's box,
+    `sense: minimize`, `optimizer: {strategy: et-gp-ucb}` plus `extra`): defaults spelled out as
+    for a new plant (`with_explicit_defaults`)."""
+    from tvbod.core.spec_history import with_explicit_defaults
+
+    if not hasattr(plant, "lower"):
+        raise ValueError(f"plant {plant.name!r} has no box: the bounds-only row needs one")
+    return with_explicit_defaults({"strategy": "et-gp-ucb", **(extra or {}), "seed": seed,
+                                   "sense": "minimize", "domain": _box(plant)})
 
 
 def _box(plant) -> dict:

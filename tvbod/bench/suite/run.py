@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     print(pl.format_split(pl.split_table()))
     tasks = [sweep.task(run_task, n, k, a, r, args.seed, cfg, seed=pr.run_seed(args.seed, r),
                         rank=pr.cost_rank(a))
-             for n, k in cells for a, _ in rows if not (a.strategy == "wdbo" and n in arms)
+             for n, k in cells for a, _ in rows if not (n in arms and al.box_only(a))
              for r in range(c["runs"])]
     outcome = sweep.run(tasks, args, "suite")
     if outcome.failures:

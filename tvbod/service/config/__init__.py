@@ -26,12 +26,12 @@ from tvbod.service.config.daemon import (
 from tvbod.service.config.endpoints import DEFAULT_ENDPOINT, default_runtime_dir, default_state_dir
 from tvbod.service.config.plants import (
     DEFAULT_MAX_MEASUREMENT_SIGMAS, FailurePolicy, ParameterConfig, PlantConfig, fingerprint,
-    load_plant_config,
+    inherit, load_plant_config,
 )
 
 __all__ = [
     "DAEMON_LIMITS", "DEFAULT_DAEMON_FILE", "DEFAULT_ENDPOINT", "DEFAULT_MAX_MEASUREMENT_SIGMAS",
     "LOG_LEVELS", "METRICS_DEFAULT_ADDRESS", "ConfigError", "DaemonConfig", "FailurePolicy",
     "ParameterConfig", "PlantConfig", "default_runtime_dir", "default_state_dir",
-    "empirical_covariance", "fingerprint", "load_daemon_config", "load_plant_config",
+    "empirical_covariance", "fingerprint", "inherit", "load_daemon_config", "load_plant_config",
 ]

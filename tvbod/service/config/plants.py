@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+
 import hashlib
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,9 @@ class PlantConfig:
     fingerprint: str
     max_measurement_sigmas: float = DEFAULT_MAX_MEASUREMENT_SIGMAS
     max_measurement_abs: float = DEFAULT_MAX_MEASUREMENT_ABS
+    #: `optimizer:` keys of `INHERITED` the file leaves out: a plant with a history keeps the
+    #: value it was stored with (`inherit`), a new plant gets today's default.
+    defaulted: frozenset = frozenset()
 
     @property
     def is_arms(self) -> bool:
@@ -153,7 +157,9 @@ def _plant(m: Mapping, path: Path) -> PlantConfig:
         raise InvalidValue("sense", "is required: is the measurement a cost or a reward?",
                        "minimize (a cost), maximize (a reward)")
     sense = _choice(m["sense"], "sense", ("minimize", "maximize"))
-    mapping, side_files = _optimizer_mapping(m.get("optimizer", {}), parameters, sense, path.parent)
+    given = m.get("optimizer", {})
+    defaulted = frozenset(k for k in INHERITED if isinstance(given, Mapping) and k not in given)
+    mapping, side_files = _optimizer_mapping(given, parameters, sense, path.parent)
     try:
         mapping, spec = _parsed(mapping)
     except SpecError as e:
@@ -172,7 +178,27 @@ def _plant(m: Mapping, path: Path) -> PlantConfig:
         max_measurement_abs=_number(m.get("max_measurement_abs", DEFAULT_MAX_MEASUREMENT_ABS),
                                     "max_measurement_abs", 0.0, MAX_MEASUREMENT_ABS_LIMIT,
                                     lo_open=True),
+        defaulted=defaulted,
     )
+
+
+#: Optimizer keys whose default changed and whose value a plant's data depend on: the
+#: measurement map (stored targets are on its scale; `0` / `1` before `auto` became the default).
+INHERITED = ("measurement",)
+
+
+def inherit(config: PlantConfig, stored: Mapping) -> PlantConfig:
+    """`config` with each `INHERITED` key its file leaves out taken from `stored`, the optimizer
+    mapping of the plant's existing history: a file without `measurement` means `auto` for a new
+    plant and, for a plant with data, the map the data were written under (a changed default is
+    no change of the plant). `config` itself when nothing differs."""
+    keys = [k for k in config.defaulted
+            if k in stored and stored[k] != config.optimizer_mapping.get(k)]
+    if not keys:
+        return config
+    mapping, spec = _parsed({**config.optimizer_mapping, **{k: stored[k] for k in keys}})
+    return replace(config, optimizer=spec, optimizer_mapping=mapping,
+                               fingerprint=fingerprint(mapping, config.parameters))
 
 
 #: Recently parsed optimizer mappings, by their exact JSON text -> (mapping, spec). Plant files
