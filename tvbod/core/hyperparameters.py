@@ -267,6 +267,36 @@ def fit_forgetting(K: np.ndarray, y: np.ndarray, times: np.ndarray, noise_varian
     return float(grid[int(np.argmax(values))])  # the first maximum: ties go to the smallest eps
 
 
+#: `noise_variance: auto`: the smallest noise variance it may pick (the fixed default's value) and
+#: the grid's size between it and the signal variance 1 (log-spaced).
+NOISE_FLOOR, NOISE_GRID_POINTS = 0.02, 97
+
+
+def noise_log_likelihoods(K: np.ndarray, y: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """`log p(y | K + sigma_n^2 I)` up to its constant `-n/2 log 2 pi` for each `sigma_n^2` of
+    `grid` (RW2006 eq. 5.8), from one eigendecomposition `K = Q diag(l) Q^T`: with `z = Q^T y`,
+    `-1/2 sum_i (z_i^2 / (l_i + s) + log(l_i + s))`."""
+    lam, Q = np.linalg.eigh(np.asarray(K, dtype=float))
+    lam = np.clip(lam, 0.0, None)  # round-off below zero on a PSD matrix
+    z2 = (Q.T @ np.asarray(y, dtype=float)) ** 2
+    s = lam[None, :] + np.asarray(grid, dtype=float)[:, None]
+    return -0.5 * np.sum(z2[None, :] / s + np.log(s), axis=1)
+
+
+def fit_noise(K: np.ndarray, y: np.ndarray, floor: float = NOISE_FLOOR,
+              points: int = NOISE_GRID_POINTS) -> float:
+    """`noise_variance: auto`: the noise variance of a log-spaced grid from `floor` to 1 (the
+    signal variance) that maximizes the marginal likelihood of the calibration data `y` under the
+    spatial covariance `K` (a flat prior on the grid; ties go to the smaller value). The floor
+    keeps the trigger's band where the fixed default puts it on a plant whose first
+    measurements show little noise; a plant whose first measurements are mostly noise gets a
+    noise variance that says so, instead of a band that every repeat measurement breaks."""
+    if len(y) < 2:
+        return float(floor)
+    grid = np.geomspace(floor, 1.0, points)
+    return float(grid[int(np.argmax(noise_log_likelihoods(K, y, grid)))])
+
+
 class Hyperparameters(NamedTuple):
     """A fitted `(lengthscales (d,), signal variance sigma_f^2, noise variance sigma_n^2)`;
     `skipped`: the warm start already met the refit tolerance (no optimizer run from it)."""

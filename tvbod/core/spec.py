@@ -123,6 +123,9 @@ class OptimizerSpec:
     forgetting_floor: float | None = None  # ET with TV-GP-UCB's forgetting factor eps
     #: `forgetting_floor: auto`: eps learned from D after every tell (`fit_forgetting`)
     learns_forgetting: bool = False
+    #: `noise_variance: auto`: sigma_n^2 estimated once, from the measurements that calibrate the
+    #: measurement map (`fit_noise`); `noise_variance` is the value in force until then
+    learns_noise: bool = False
 
     @property
     def reset_policy(self) -> str:
@@ -374,8 +377,7 @@ def _parse_spec(spec: Mapping) -> OptimizerSpec:
         strategy=strategy,
         sense=_choice(m.get("sense", _OPT.sense), "sense", ("maximize", "minimize")),
         kernel=kernel,
-        noise_variance=_number(m.get("noise_variance", _OPT.noise_variance), "noise_variance", 0.0,
-                               lo_open=True),
+        **_parse_noise(m.get("noise_variance"), meas, m.get("hyperparameters")),
         beta_c1=_number(beta.get("c1", _OPT.beta_c1), "beta.c1", 0.0),
         beta_c2=_number(beta.get("c2", _OPT.beta_c2), "beta.c2", 1.0),
         delta_b=_number(m.get("delta_b", _OPT.delta_b), "delta_b", 0.0, 1.0, lo_open=True,
@@ -394,6 +396,26 @@ def _parse_spec(spec: Mapping) -> OptimizerSpec:
         **parse_trigger(m, (reset or STRATEGIES[strategy][0]) == "event"),
         **kw,
     )
+
+
+def _parse_noise(value, meas: dict, hyper) -> dict:
+    """`noise_variance: number | auto`. `auto` (the default with an auto measurement map, unless
+    the MAP refit learns the noise) estimates it once, from the calibration measurements; with a
+    fixed map the default is 0.02 on the GP's scale."""
+    calibrates = meas["measurement_offset"] is None or meas["measurement_scale"] is None
+    hyper_noise = isinstance(hyper, Mapping) and hyper.get("noise_variance") == "map"
+    if value is None:
+        value = "auto" if calibrates and not hyper_noise else _OPT.noise_variance
+    if value == "auto":
+        if not calibrates:
+            raise SpecError("noise_variance", "auto is estimated from the measurements that "
+                            "calibrate an auto measurement map; with a fixed map give a number")
+        if hyper_noise:
+            raise SpecError("noise_variance", "auto contradicts hyperparameters.noise_variance: "
+                            "map (the refit learns it)")
+        return {"noise_variance": _OPT.noise_variance, "learns_noise": True}
+    return {"noise_variance": _number(value, "noise_variance", 0.0, lo_open=True),
+            "learns_noise": False}
 
 
 def _parse_measurement(value) -> dict:

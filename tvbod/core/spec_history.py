@@ -30,7 +30,8 @@ def with_explicit_defaults(m: Mapping, stored: bool = False) -> dict:
     (read back from a plant's state) without `trigger` was written by tvbod 0.1.0, whose
     ET-GP-UCB was the paper's; a robust trigger without `uninformed` before the rule existed
     (`off`), without `uninformed_from` / `backoff` before those existed (`min_points`, 1); one
-    without a measurement offset / scale when `0` / `1` was the default; an auto offset without
+    without a measurement offset / scale when `0` / `1` was the default, without
+    `noise_variance` when 0.02 was (today: `auto` with an auto measurement map); an auto offset without
     `pessimism` before it existed (0: the plain mean); one without the two
     hyperparameter keys by tvbod <= 0.2 (`explicit-inverse`, no skip); one without `refit_stop`
     before the key existed (`scipy`: L-BFGS-B's default stopping test); one without
@@ -44,6 +45,8 @@ def with_explicit_defaults(m: Mapping, stored: bool = False) -> dict:
         for key, (old, default) in _HYPER_HISTORY.items():
             out["hyperparameters"].setdefault(key, old if stored else default)
     out["measurement"] = _measurement(m.get("measurement", {}), stored)
+    if "noise_variance" not in m:
+        out["noise_variance"] = 0.02 if stored else _noise_default(out)
     domain, budget = m.get("domain"), m.get("budget", {})
     if (isinstance(domain, Mapping) and domain.get("type", "box") == "box"
             and isinstance(budget, Mapping) and "tolerance" not in budget):
@@ -57,6 +60,16 @@ def with_explicit_defaults(m: Mapping, stored: bool = False) -> dict:
 _TRIGGER_HISTORY = {"uninformed": ("off", TriggerSpec().uninformed),
                     "uninformed_from": ("min_points", TriggerSpec().uninformed_from),
                     "backoff": (1.0, TriggerSpec().backoff)}
+
+
+def _noise_default(m: Mapping):
+    """Today's `noise_variance` default for the spelled-out mapping `m`: `auto` with an auto
+    measurement map (unless the MAP refit learns the noise), else the fixed 0.02; anything the
+    parser will refuse as is (None, which the parser reads as its default)."""
+    meas, hyper = m.get("measurement"), m.get("hyperparameters")
+    auto = isinstance(meas, Mapping) and "auto" in (meas.get("offset"), meas.get("scale"))
+    hyper_noise = isinstance(hyper, Mapping) and hyper.get("noise_variance") == "map"
+    return "auto" if auto and not hyper_noise else 0.02
 
 
 def _measurement(value, stored: bool):

@@ -24,7 +24,8 @@ from ..domains import PointsDomain
 from ..errors import DomainError
 from ..exploration import Told
 from ..gp import ExactGP
-from ..hyperparameters import GammaPrior, Hyperparameters, fit_forgetting, fit_hyperparameters
+from ..hyperparameters import (GammaPrior, Hyperparameters, fit_forgetting, fit_hyperparameters,
+                               fit_noise)
 from ..kernels import ForgettingFactor
 from ..optimize import Budget, maximize_on_box, maximize_on_set, sobol_unit
 from ..spec import OptimizerSpec
@@ -219,12 +220,20 @@ class GPUCBStrategy(GPViews, Strategy):
 
     def _calibrate(self, y: float) -> None:
         """`measurement: auto`: update the offset/scale with `y` and re-express D's targets (and
-        forget the window test's residuals, which were in the old units)."""
-        old = (self.output.offset_, self.output.scale_)
+        forget the window test's residuals, which were in the old units); with `noise_variance:
+        auto`, estimate sigma_n^2 from D when this measurement completes the calibration."""
+        old, calibrating = (self.output.offset_, self.output.scale_), self.output.calibrating
         if self.output.observe(y):
             self.gp.y_ = self.output.reexpress(self.gp.y_, *old)
             self.gp.refactor()
             self.trigger.forget_residuals()
+        if calibrating and not self.output.calibrating and self.spec.learns_noise and self.gp.n:
+            noise = fit_noise(self.gp.kernel(self.gp.X_, self.gp.X_), self.gp.y_,
+                              self.spec.noise_variance)
+            if noise != self.gp.noise_variance:
+                self.gp.noise_variance = noise
+                self.gp.refactor()
+                self.trigger.forget_residuals()
 
     # ------------------------------------------------------------------ hyperparameters
     @property
@@ -289,6 +298,8 @@ class GPUCBStrategy(GPViews, Strategy):
             self._set_lengthscales(r.lengthscales, r.variances[0] if self._learns_variances else None)
         if self._learns_variances:
             self.gp.noise_variance = r.variances[1]
+        if r.noise_variance is not None:
+            self.gp.noise_variance = r.noise_variance
         if self.spec.learns_forgetting:
             self.gp.temporal = ForgettingFactor(r.forgetting or 0.0)
         self.gp.load_state_dict(r.gp)

@@ -37,6 +37,7 @@ def write_state(s) -> dict:
         **({"variances": list(s.variances)} if s._learns_variances else {}),
         **({"output": s.output.state_dict()} if s.spec.calibrates else {}),
         **({"forgetting": s.gp.temporal.eps} if s.spec.learns_forgetting else {}),
+        **({"noise_variance": s.gp.noise_variance} if s.spec.learns_noise else {}),
     }
 
 
@@ -57,6 +58,8 @@ class Restored:
     output: OutputMap
     #: the learned forgetting rate (`forgetting_floor: auto`); None: not in the state
     forgetting: float | None = None
+    #: the estimated noise variance (`noise_variance: auto`); None: not in the state
+    noise_variance: float | None = None
 
 
 def read_state(s, state: dict) -> Restored:
@@ -96,7 +99,16 @@ def _read(s, state: dict) -> Restored:
     variances = _variances(s, state)
     return Restored(t, t_reset, resets, None if last is None else int(last), pending, ls,
                     variances, gp_state, exploration, trigger, _output(s, state),
-                    _forgetting(s, state))
+                    _forgetting(s, state), _noise(s, state))
+
+
+def _noise(s, state: dict) -> float | None:
+    """The estimated noise variance of `noise_variance: auto` (None where the state has none: it
+    was written under a fixed value)."""
+    value = state.get("noise_variance") if s.spec.learns_noise else None
+    if value is not None and not (np.isfinite(float(value)) and float(value) > 0):
+        raise StateError(f"noise_variance {value!r} is not a positive number")
+    return None if value is None else float(value)
 
 
 def _exploration(s, state: dict):
