@@ -242,3 +242,19 @@ def test_the_suite_s_shipped_rows_are_the_shipped_files_but_seed_and_box():
     # --quick changes the effort too, and only that.
     quick = _differences(al.spec(pl.plant("dc-motor"), row, 5, 30, al.QUICK), "cartpole")
     assert quick == {"seed", "domain", "kernel", "candidates", "starts", "maxiter", "hyper"}
+
+
+def test_the_bounds_only_row_is_what_the_daemon_makes_of_a_bounds_only_plant_file(tmp_path):
+    from tvbod.bench.suite import algorithms as al
+    from tvbod.bench.suite.plants import plant
+    from tvbod.service.config import load_plant_config
+
+    p = plant("hartmann3")
+    lines = [f"  - {{name: {n}, lower: {float(lo)!r}, upper: {float(hi)!r}}}"
+             for n, lo, hi in zip(p.names, p.lower, p.upper)]
+    path = tmp_path / "h3.yaml"
+    path.write_text("name: h3\nparameters:\n" + "\n".join(lines)
+                    + "\nsense: minimize\noptimizer: {strategy: et-gp-ucb}\n")
+    daemon = load_plant_config(path).optimizer_mapping
+    assert al.bounds_only(p, 7) == {**daemon, "seed": 7}
+    assert daemon["measurement"]["offset"] == "auto" and daemon["noise_variance"] == "auto"
