@@ -31,10 +31,11 @@ still run and their residuals still count). `h = refractory * backoff^(k-1)`, wh
 `burst_steps` steps between two resets lower it by one first (never below 0). One isolated reset
 holds `refractory` steps; a reset loop holds 2x, 4x, 8x ... as long. This caps the number of
 resets in T steps whatever the measurements are (a bound that needs no model, the loop's case:
-a model the data contradict), while the false-alarm bound below and the detection of a first
-change are untouched (holding a reset never adds a false alarm). Since a level of `k` needs
-gaps of at least `refractory (backoff^k - 1) / (backoff - 1)` steps, and a hold of
-`2 burst_steps` or more lowers the level again, the hold stays below `2 backoff burst_steps`.
+a model the data contradict), while the false-alarm bound above and the detection of a first
+change are untouched (holding a reset never adds a false alarm). Reaching level `k` without a
+quiet period takes at least `refractory (backoff^(k-1) - 1) / (backoff - 1)` steps; a hold of
+`2 burst_steps` or more puts the next reset two quiet periods later, which lowers the level, so
+the hold stays below `2 backoff burst_steps`. (`refractory: 0` holds nothing, at any level.)
 
 **Reset burst**: more than `burst_resets` resets within `burst_steps` steps is reported
 (`reset_burst`), so an operator sees a loop at once.
