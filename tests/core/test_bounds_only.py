@@ -35,12 +35,12 @@ def test_a_new_plant_is_measured_on_its_own_scale_and_a_stored_one_on_the_fixed_
 
 
 def test_the_bounds_only_file_catches_a_moved_optimum_without_false_resets():
-    # 10 seeds, T = 80: a reset before the move is a false one; caught: a reset at t = 40..45.
+    # 10 seeds, T = 60: a reset before the move is a false one; caught: a reset at t = 40..45.
     caught, false_runs, most = 0, 0, 0
     for seed in range(10):
         s, noise = make_strategy(_bounds_only(seed)), np.random.default_rng([seed, 99])
         resets = []
-        for t in range(1, 81):
+        for t in range(1, 61):
             x = s.ask()
             if s.tell(x, _cost(x, t) + 0.05 * noise.standard_normal()).reset:
                 resets.append(t)

@@ -208,8 +208,10 @@ def test_a_stored_auto_offset_without_pessimism_replays_with_the_plain_mean():
         old = with_explicit_defaults(_spec(meas), stored=True)["measurement"]
         assert old["pessimism"] == 0.0 and parse_spec(_spec(old)).pessimism == 0.0
         assert with_explicit_defaults(_spec(meas))["measurement"]["pessimism"] == 1.0
-    kept = {"offset": "auto", "scale": "auto", "pessimism": 0.5}
+    kept = {"offset": "auto", "scale": "auto", "pessimism": 0.5, "relevel": True}
     assert with_explicit_defaults(_spec(kept), stored=True)["measurement"] == kept
+    assert with_explicit_defaults(_spec("auto"), stored=True)["measurement"]["relevel"] is False
+    assert with_explicit_defaults(_spec("auto"))["measurement"]["relevel"] is True
     assert with_explicit_defaults(_spec({"offset": 1.0, "scale": 2.0}))["measurement"] == {
         "offset": 1.0, "scale": 2.0}
 
@@ -241,3 +243,33 @@ def test_the_check_admits_what_keeps_the_map_finite_and_equals_the_estimate_it_m
         m.observe(y)
     raw = np.asarray([5e-324, -0.0, 1e150, 3.0])
     assert m.scale_ == float(raw.std()) and m.offset_ == float(raw.mean()) + m.scale_
+
+
+@pytest.mark.parametrize("relevel", [True, False])
+def test_after_a_reset_the_offset_follows_the_new_datasets_mean_for_the_refractory_period(relevel):
+    # `relevel`: during the hold after a reset (3 steps, in which no reset can come) the auto
+    # offset is the mean of D's measurements plus one scale (a cost: the worse side). Without
+    # it, the reset's one measurement sets it.
+    s = make_strategy(_spec({"offset": "auto", "scale": "auto", "relevel": relevel},
+                            trigger={"uninformed": "off", "backoff": 1}))
+    rng = np.random.default_rng(0)
+    for t in range(1, 61):
+        x = s.ask()
+        if s.tell(x, _cost(x, t) + rng.normal(0, 0.05)).reset and t >= 30:
+            break
+    first, hold = s.output.offset_, s.trigger.hold
+    seen = [float(s.output.to_measurement(s.gp.y_[-1]))]
+    for _ in range(hold):
+        x = s.ask()
+        seen.append(_cost(x, 60) + rng.normal(0, 0.05))
+        assert not s.tell(x, seen[-1]).reset
+    expected = np.mean(seen) + s.output.pessimism * s.output.scale_ if relevel else first
+    assert s.output.offset_ == pytest.approx(expected, rel=1e-12)
+    assert np.allclose(s.output.to_measurement(s.gp.y_), seen, rtol=1e-12)
+
+
+def test_relevel_needs_an_auto_offset_and_a_boolean():
+    with pytest.raises(SpecError, match="measurement.relevel"):
+        parse_spec(_spec({"offset": 1.0, "scale": "auto", "relevel": True}))
+    with pytest.raises(SpecError, match="measurement.relevel"):
+        parse_spec(_spec({"offset": "auto", "scale": "auto", "relevel": "yes"}))

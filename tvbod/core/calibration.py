@@ -125,6 +125,17 @@ class OutputMap:
         self.offset_ = float(y) - self._margin()
         return True
 
+    def relevel(self, measured: np.ndarray) -> bool:
+        """During the refractory period after a reset, an auto offset moves to the mean of the new
+        dataset's measurements `measured` (`pessimism` scales to its worse side): the reset's one
+        measurement is a noisy estimate of the new level, and the trigger cannot reset again to
+        correct it. True if the offset moved."""
+        if self.fixed_offset is not None or self.calibrating or len(measured) == 0:
+            return False
+        offset = float(np.mean(measured)) - self._margin()
+        moved, self.offset_ = offset != self.offset_, offset
+        return moved
+
     def reexpress(self, internal: np.ndarray, old_offset: float, old_scale: float) -> np.ndarray:
         """Internal targets written under `(old_offset, old_scale)`, in the current map."""
         measured = self.sign * np.asarray(internal, dtype=float) * old_scale + old_offset

@@ -108,6 +108,9 @@ class OptimizerSpec:
     measurement_scale: float | None = None  # None: `auto`
     calibration_points: int | None = None  # auto offset/scale: measurements used (None: max(20, 2d + 2))
     pessimism: float = 1.0  # auto offset: this many scales on the worse side of the mean
+    #: auto offset: during the refractory period after a reset it follows the mean of the new
+    #: dataset's measurements (`OutputMap.relevel`), not only the reset's one measurement
+    relevel: bool = True
     candidates: int = 1024
     starts: int = 5
     maxiter: int = 50
@@ -428,13 +431,18 @@ def _parse_measurement(value) -> dict:
     if value == "auto":
         value = {"offset": "auto", "scale": "auto"}
     meas = _mapping(value, "measurement")
-    _check_keys(meas, {"offset", "scale", "calibration_points", "pessimism"}, "measurement.")
+    _check_keys(meas, {"offset", "scale", "calibration_points", "pessimism", "relevel"},
+                "measurement.")
     offset, scale = meas.get("offset", "auto"), meas.get("scale", "auto")
     auto = offset == "auto" or scale == "auto"
     if "calibration_points" in meas and not auto:
         raise SpecError("measurement.calibration_points", "applies only with offset or scale auto")
-    if "pessimism" in meas and offset != "auto":
-        raise SpecError("measurement.pessimism", "applies only with offset auto")
+    for key in ("pessimism", "relevel"):
+        if key in meas and offset != "auto":
+            raise SpecError(f"measurement.{key}", "applies only with offset auto")
+    relevel = meas.get("relevel", _OPT.relevel)
+    if not isinstance(relevel, bool):
+        raise SpecError("measurement.relevel", f"must be true or false, got {relevel!r}")
     points = meas.get("calibration_points")
     return {
         "measurement_offset": None if offset == "auto" else _number(offset, "measurement.offset"),
@@ -444,6 +452,7 @@ def _parse_measurement(value) -> dict:
             points, "measurement.calibration_points", 2, 100000),
         "pessimism": _number(meas.get("pessimism", _OPT.pessimism), "measurement.pessimism", 0.0,
                              10.0),
+        "relevel": relevel,
     }
 
 

@@ -31,7 +31,8 @@ def with_explicit_defaults(m: Mapping, stored: bool = False) -> dict:
     ET-GP-UCB was the paper's; a robust trigger without `uninformed` before the rule existed
     (`off`), without `uninformed_from` / `backoff` before those existed (`min_points`, 1); one
     without a measurement offset / scale when `0` / `1` was the default, without
-    `noise_variance` when 0.02 was (today: `auto` with an auto measurement map); an auto offset without
+    `noise_variance` when 0.02 was (today: `auto` with an auto measurement map), an auto offset
+without `relevel` before it existed (false); an auto offset without
     `pessimism` before it existed (0: the plain mean); one without the two
     hyperparameter keys by tvbod <= 0.2 (`explicit-inverse`, no skip); one without `refit_stop`
     before the key existed (`scipy`: L-BFGS-B's default stopping test); one without
@@ -85,6 +86,7 @@ def _measurement(value, stored: bool):
     meas.setdefault("scale", 1.0 if stored else "auto")
     if meas["offset"] == "auto":
         meas.setdefault("pessimism", 0.0 if stored else OptimizerSpec.pessimism)
+        meas.setdefault("relevel", False if stored else OptimizerSpec.relevel)
     return meas
 
 

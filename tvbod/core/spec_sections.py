@@ -173,6 +173,9 @@ def _parse_trigger_kind(value) -> TriggerSpec:
     d = TriggerSpec()
     min_points, uninformed = t.get("min_points"), t.get("uninformed", d.uninformed)
     since = t.get("uninformed_from", d.uninformed_from)
+    if isinstance(since, str) and since != "min_points":
+        raise SpecError("trigger.uninformed_from", f"must be an integer or min_points, got {since!r}",
+                        "an integer >= 1, or min_points")
     return TriggerSpec(
         "robust",
         window=_integer(t.get("window", d.window), "trigger.window", 1, 100),

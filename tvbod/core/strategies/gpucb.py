@@ -171,8 +171,20 @@ class GPUCBStrategy(GPViews, Strategy):
             self._t_reset = t
             self._resets += 1
             self._last_reset_t = t
+        elif self._relevels(t):
+            old = (self.output.offset_, self.output.scale_)
+            if self.output.relevel(self.output.to_measurement(self.gp.y_)):
+                self.gp.y_ = self.output.reexpress(self.gp.y_, *old)
+                self.gp.refactor()
+                self.trigger.forget_residuals()
+                yi = float(self.gp.y_[-1])
         self._calibrate(y)
         return reason, burst, yi
+
+    def _relevels(self, t: int) -> bool:
+        """`measurement.relevel`: within the refractory period that follows an event reset."""
+        return (self.spec.relevel and self._resets > 0 and self.spec.reset_policy == "event"
+                and 0 < t - self._t_reset <= getattr(self.trigger, "hold", 0))
 
     def settle(self) -> bool:
         """Finish the last `tell`: the MAP refit and the exploration update (True if there was work).
