@@ -22,7 +22,7 @@ def _drive(d: Daemon, steps: int, value=None, plant: str = "alpha") -> None:
 
 def test_out_of_range_measurements_warn_once_per_regime_with_the_fixed_map_hint(tmp_path):
     # a fixed map 0 / 1 and costs around 100: every measurement is ~100 prior sds out
-    d = Daemon(tmp_path, {"alpha": {"extra": "  measurement: {offset: 0.0, scale: 1.0}\n"}}).start()
+    d = Daemon(tmp_path).start()
     try:
         _drive(d, 12, value=lambda p: 100.0 + objective(p["gains"], 1))
     finally:
@@ -37,8 +37,8 @@ def test_out_of_range_measurements_warn_once_per_regime_with_the_fixed_map_hint(
 def test_out_of_range_under_auto_names_the_calibration_in_its_hint(tmp_path):
     # `auto` calibrated on 20 costs near 1; then costs near 50 for 10 steps (a long refractory
     # period keeps the trigger from resetting, which would re-centre on them): one warning
-    extra = "  measurement: auto\n  trigger: {refractory: 1000}\n"
-    d = Daemon(tmp_path, {"alpha": {"extra": extra}}).start()
+    extra = "  trigger: {refractory: 1000}\n"
+    d = Daemon(tmp_path, {"alpha": {"measurement": "auto", "extra": extra}}).start()
     try:
         _drive(d, 20)
         _drive(d, 10, value=lambda p: 50.0 + p["gains"]["kp"])
@@ -76,6 +76,8 @@ def test_a_bounds_only_plant_file_is_stored_with_auto_and_the_loop_guard(tmp_pat
     finally:
         d.stop()
     stored = PlantStore(tmp_path / "state", "alpha").recover().state["optimizer"]
-    assert stored["measurement"] == {"offset": "auto", "scale": "auto", "pessimism": 1.0}
+    assert stored["measurement"] == {"offset": "auto", "scale": "auto", "pessimism": 1.0,
+                                     "relevel": True}
+    assert stored["noise_variance"] == "auto"
     assert (stored["trigger"]["uninformed_from"], stored["trigger"]["backoff"]) == (1, 2.0)
     assert not _warnings(d, "measurement_out_of_range")

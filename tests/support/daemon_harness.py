@@ -28,6 +28,7 @@ optimizer:
   strategy: et-gp-ucb
   kernel: {{lengthscales: 0.3}}
   noise_variance: 0.01
+  measurement: {measurement}
   budget: {budget}
   seed: {seed}
 {extra}"""
@@ -36,6 +37,7 @@ optimizer:
 def plant_yaml(name: str, **kw) -> str:
     """`PLANT_BOX` with defaults; `extra` adds `optimizer:` lines (indented by two spaces)."""
     values = {"name": name, "sense": "minimize", "timeout": 60, "penalty": 10.0, "seed": 1, "extra": "",
+              "measurement": "{offset: 0.0, scale: 1.0}",  # `objective` is on the GP's scale
               "budget": "{candidates: 256, starts: 2, maxiter: 20}"}
     values.update(kw)
     return PLANT_BOX.format(**values)
