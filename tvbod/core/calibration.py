@@ -115,24 +115,17 @@ class OutputMap:
         level it is set from (0 while an auto scale has no two measurements yet)."""
         return self.sign * self.pessimism * self.scale_ if self.has_scale else 0.0
 
-    def recentre(self, y: float) -> bool:
-        """At a reset, an auto offset moves to the reset's measurement `y` (`pessimism` scales to
-        its worse side): the new dataset D = {(x_t, y_t)} is the only evidence of the objective's level after a change, and a prior
-        mean left at the old level makes every point far from `x_t` look like another change.
-        True if the offset moved (a calibrated, auto offset only)."""
-        if self.fixed_offset is not None or self.calibrating:
+    def recentre(self, measured) -> bool:
+        """After a reset, an auto offset moves to the mean of `measured`, the new dataset's
+        measurements (`pessimism` scales to its worse side): at the reset D = {(x_t, y_t)}, the
+        only evidence of the objective's level after a change (a prior mean left at the old level
+        makes every point far from `x_t` look like another change); with `relevel`, D's next few
+        measurements too, while the refractory period keeps the trigger from correcting a level
+        set by one noisy measurement. True if the offset moved (a calibrated, auto offset only)."""
+        values = np.atleast_1d(np.asarray(measured, dtype=float))
+        if self.fixed_offset is not None or self.calibrating or values.size == 0:
             return False
-        self.offset_ = float(y) - self._margin()
-        return True
-
-    def relevel(self, measured: np.ndarray) -> bool:
-        """During the refractory period after a reset, an auto offset moves to the mean of the new
-        dataset's measurements `measured` (`pessimism` scales to its worse side): the reset's one
-        measurement is a noisy estimate of the new level, and the trigger cannot reset again to
-        correct it. True if the offset moved."""
-        if self.fixed_offset is not None or self.calibrating or len(measured) == 0:
-            return False
-        offset = float(np.mean(measured)) - self._margin()
+        offset = float(np.mean(values)) - self._margin()
         moved, self.offset_ = offset != self.offset_, offset
         return moved
 

@@ -401,14 +401,21 @@ def _parse_spec(spec: Mapping) -> OptimizerSpec:
     )
 
 
+def default_noise_variance(calibrates: bool, hyper) -> float | str:
+    """`noise_variance`'s default: `auto` with an auto measurement map (`calibrates`), unless the
+    MAP refit learns the noise (`hyperparameters.noise_variance: map` in the mapping `hyper`);
+    else the fixed 0.02 on the GP's scale."""
+    hyper_noise = isinstance(hyper, Mapping) and hyper.get("noise_variance") == "map"
+    return "auto" if calibrates and not hyper_noise else _OPT.noise_variance
+
+
 def _parse_noise(value, meas: dict, hyper) -> dict:
-    """`noise_variance: number | auto`. `auto` (the default with an auto measurement map, unless
-    the MAP refit learns the noise) estimates it once, from the calibration measurements; with a
-    fixed map the default is 0.02 on the GP's scale."""
+    """`noise_variance: number | auto` (default: `default_noise_variance`). `auto` estimates it
+    once, from the calibration measurements."""
     calibrates = meas["measurement_offset"] is None or meas["measurement_scale"] is None
     hyper_noise = isinstance(hyper, Mapping) and hyper.get("noise_variance") == "map"
     if value is None:
-        value = "auto" if calibrates and not hyper_noise else _OPT.noise_variance
+        value = default_noise_variance(calibrates, hyper)
     if value == "auto":
         if not calibrates:
             raise SpecError("noise_variance", "auto is estimated from the measurements that "

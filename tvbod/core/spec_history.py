@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .optimize import LEGACY_TOLERANCE, TOLERANCE, Budget
-from .spec import HyperSpec, OptimizerSpec, TriggerSpec, uses_event_trigger
+from .spec import (HyperSpec, OptimizerSpec, TriggerSpec, default_noise_variance,
+                   uses_event_trigger)
 
 _HYPER = HyperSpec()
 
@@ -47,7 +48,7 @@ without `relevel` before it existed (false); an auto offset without
             out["hyperparameters"].setdefault(key, old if stored else default)
     out["measurement"] = _measurement(m.get("measurement", {}), stored)
     if "noise_variance" not in m:
-        out["noise_variance"] = 0.02 if stored else _noise_default(out)
+        out["noise_variance"] = OptimizerSpec.noise_variance if stored else _noise_default(out)
     domain, budget = m.get("domain"), m.get("budget", {})
     if (isinstance(domain, Mapping) and domain.get("type", "box") == "box"
             and isinstance(budget, Mapping) and "tolerance" not in budget):
@@ -64,13 +65,11 @@ _TRIGGER_HISTORY = {"uninformed": ("off", TriggerSpec().uninformed),
 
 
 def _noise_default(m: Mapping):
-    """Today's `noise_variance` default for the spelled-out mapping `m`: `auto` with an auto
-    measurement map (unless the MAP refit learns the noise), else the fixed 0.02; anything the
-    parser will refuse as is (None, which the parser reads as its default)."""
-    meas, hyper = m.get("measurement"), m.get("hyperparameters")
-    auto = isinstance(meas, Mapping) and "auto" in (meas.get("offset"), meas.get("scale"))
-    hyper_noise = isinstance(hyper, Mapping) and hyper.get("noise_variance") == "map"
-    return "auto" if auto and not hyper_noise else 0.02
+    """Today's `noise_variance` default for the spelled-out mapping `m` (`default_noise_variance`
+    of its measurement map and hyperparameters)."""
+    meas = m.get("measurement")
+    calibrates = isinstance(meas, Mapping) and "auto" in (meas.get("offset"), meas.get("scale"))
+    return default_noise_variance(calibrates, m.get("hyperparameters"))
 
 
 def _measurement(value, stored: bool):

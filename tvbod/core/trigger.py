@@ -95,8 +95,8 @@ class TriggerDecision:
 class EventTrigger:
     """The paper's test: `reset iff psi_t > sqrt(rho_t') sigma_D(x_t) + wbar_t'` (Lemma 3).
 
-    Keeps no state; `n`, `noise_variance`, `on_reset`, `forget_residuals` and the state methods
-    are there so that both triggers are used alike. The paper's sigma_n^2 is known: this test
+    Keeps no state; `n`, `noise_variance`, `hold`, `on_reset`, `forget_residuals` and the state
+    methods are there so that both triggers are used alike. The paper's sigma_n^2 is known: this test
     keeps its configured value even when the strategy learns one."""
 
     delta_b: float
@@ -126,6 +126,11 @@ class EventTrigger:
         fired = psi > kappa
         return TriggerDecision(psi=psi, threshold=kappa, t_prime=int(t_prime), fired=fired,
                                test="point" if fired else None)
+
+    @property
+    def hold(self) -> int:
+        """Steps after a reset without another one: none in the paper's Algorithm 1."""
+        return 0
 
     def on_reset(self, t: int) -> bool:
         return False

@@ -86,8 +86,8 @@ class PlantRuntime(PlantTransitions, PlantRecovery, PlantReadouts, MeasurementCh
         self._held: list[Applied] = []  # tells whose events wait for the journal's fsync
         #: the first step of the regime that had its `measurement_out_of_range` warning
         self.out_of_range_regime: int | None = None
-        #: whether a proposal was timed since start (the first one's one-off cost is no miss)
-        self.proposal_timed = False
+        #: the step of the first model work timed since start (its one-off cost is no miss)
+        self.first_timed_step: int | None = None
 
     # ------------------------------------------------------------------ requests
     def claim(self, adapter: str | None, request_id) -> None:
@@ -322,11 +322,13 @@ class PlantRuntime(PlantTransitions, PlantRecovery, PlantReadouts, MeasurementCh
     def _check_budget(self, t: int, seconds: float) -> None:
         """`slow_proposal` when computing step `t`'s proposal took longer than the daemon file's
         `ask_time_budget_ms` (in an ask, a model job or the loop's idle time alike); not for the
-        first proposal after a start, whose one-off costs (imports, caches, a restored state's
-        first factorization) say nothing of the budget."""
+        first step whose work is timed after a start (a restored plant may settle, then propose,
+        for it), whose one-off costs (imports, caches, a restored state's first factorization) say
+        nothing of the budget."""
         ms = seconds * 1e3
-        first, self.proposal_timed = not self.proposal_timed, True
-        if ms > self.ask_time_budget_ms and not first:
+        if self.first_timed_step is None:
+            self.first_timed_step = t
+        if ms > self.ask_time_budget_ms and t != self.first_timed_step:
             self.events.emit("slow_proposal", level="warning", t=t, ms=round(ms, 1),
                              budget_ms=self.ask_time_budget_ms)
 

@@ -159,7 +159,7 @@ class PlantTransitions:
                     dataset_size_after=result.dataset_size, **_window_fields(result), **extra)
         if result.reset_burst and not replayed:
             trig = self.strategy.spec.trigger
-            hold = getattr(getattr(self.strategy, "trigger", None), "hold", trig.refractory)
+            hold = self.strategy.trigger.hold
             ev.emit("reset_burst", level="warning", t=result.t, resets=trig.burst_resets + 1,
                     within_steps=trig.burst_steps, refractory_steps=hold,
                     hint="resets faster than the trigger's burst rate: the model does not fit the "

@@ -173,10 +173,8 @@ class GPUCBStrategy(GPViews, Strategy):
             self._last_reset_t = t
         elif self._relevels(t):
             old = (self.output.offset_, self.output.scale_)
-            if self.output.relevel(self.output.to_measurement(self.gp.y_)):
-                self.gp.y_ = self.output.reexpress(self.gp.y_, *old)
-                self.gp.refactor()
-                self.trigger.forget_residuals()
+            if self.output.recentre(self.output.to_measurement(self.gp.y_)):
+                self._reexpress(old)
                 yi = float(self.gp.y_[-1])
         self._calibrate(y)
         return reason, burst, yi
@@ -184,7 +182,14 @@ class GPUCBStrategy(GPViews, Strategy):
     def _relevels(self, t: int) -> bool:
         """`measurement.relevel`: within the refractory period that follows an event reset."""
         return (self.spec.relevel and self._resets > 0 and self.spec.reset_policy == "event"
-                and 0 < t - self._t_reset <= getattr(self.trigger, "hold", 0))
+                and 0 < t - self._t_reset <= self.trigger.hold)
+
+    def _reexpress(self, old: tuple[float, float]) -> None:
+        """D's targets, written under the measurement map `old` (offset, scale), in the current
+        one; the window test's residuals were in the old units and are forgotten."""
+        self.gp.y_ = self.output.reexpress(self.gp.y_, *old)
+        self.gp.refactor()
+        self.trigger.forget_residuals()
 
     def settle(self) -> bool:
         """Finish the last `tell`: the MAP refit and the exploration update (True if there was work).
@@ -236,9 +241,7 @@ class GPUCBStrategy(GPViews, Strategy):
         auto`, estimate sigma_n^2 from D when this measurement completes the calibration."""
         old, calibrating = (self.output.offset_, self.output.scale_), self.output.calibrating
         if self.output.observe(y):
-            self.gp.y_ = self.output.reexpress(self.gp.y_, *old)
-            self.gp.refactor()
-            self.trigger.forget_residuals()
+            self._reexpress(old)
         if calibrating and not self.output.calibrating and self.spec.learns_noise and self.gp.n:
             noise = fit_noise(self.gp.kernel(self.gp.X_, self.gp.X_), self.gp.y_,
                               self.spec.noise_variance)

@@ -182,8 +182,8 @@ def _plant(m: Mapping, path: Path) -> PlantConfig:
     )
 
 
-#: Optimizer keys whose default changed and whose value a plant's data depend on: the
-#: measurement map (stored targets are on its scale; `0` / `1` before `auto` became the default).
+#: Optimizer keys whose value a plant's data depend on and whose default for a stored mapping
+#: differs from a new plant's: the measurement map (the stored targets are on its scale).
 INHERITED = ("measurement",)
 
 
