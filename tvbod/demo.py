@@ -2,10 +2,12 @@
 
 Starts `tvbod run` with the shipped plant files (written into the run folder, as `tvbod init`
 writes them) on a fresh state directory in a run folder (default `./runs/demo-<time>`, from the
-current directory; works from an installed wheel as from a checkout), starts the cart-pole adapter (friction x2.5 at t = 100, T = 300) and the
-temperature adapter (Intel Lab sensors, T = 96) against it, streams their progress, stops the
-daemon, verifies both plants' histories by offline replay, then prints a summary per plant and
-writes PNG plots (measurement, regret, gains, resets) into the run folder.
+current directory; works from an installed wheel as from a checkout), starts the cart-pole adapter
+(friction x2.5 at t = 100, T = 300) twice, for `cartpole` and for `cartpole-safe` (a wide gain box
+that holds destabilising gains, tuned with `safety:`), and the temperature adapter (Intel Lab
+sensors, T = 96) against it, streams their progress, stops the daemon, verifies every plant's
+history by offline replay, then prints a summary per plant and writes PNG plots (measurement,
+regret, gains, resets; the safe set's share of the box and the violations) into the run folder.
 """
 
 from __future__ import annotations
@@ -98,6 +100,13 @@ def summarize(name: str, records: list[dict], jump_at: int | None = None,
     failed = sum(r["failed"] for r in records)
     if failed:
         lines.append(f"{name}: {failed} failed experiment(s)")
+    safe = [h for h in history or [] if h.get("safe_fraction") is not None]
+    if safe:
+        violations = [h["t"] for h in safe if h.get("safety_violation")]
+        lines.append(f"{name}: safety: {len(violations)} threshold violation(s)"
+                     + (f" at t = {violations[:10]}" if violations else "")
+                     + f"; the safe set covers {100 * safe[-1]['safe_fraction']:.1f} % of the box "
+                     f"at the end (largest {100 * max(h['safe_fraction'] for h in safe):.1f} %)")
     if jump_at is not None:
         before = [t for t in resets if t < jump_at]
         after = [t for t in resets if t >= jump_at]
@@ -156,14 +165,18 @@ def plot(run_dir: Path, name: str, records: list[dict], jump_at: int | None,
     t = np.array([r["t"] for r in records])
     names = list(records[0]["gains"])
     arms = len(names) == 1 and all(isinstance(r["gains"][names[0]], int) for r in records)
-    fig, ax = plt.subplots(3 + len(names), 1, figsize=(9, 2.0 * (3 + len(names))), sharex=True)
+    by_t = {h["t"]: h for h in history or []}
+    safe = any(h.get("safe_fraction") is not None for h in by_t.values())
+    panels = 3 + len(names) + safe
+    fig, ax = plt.subplots(panels, 1, figsize=(9, 2.0 * panels), sharex=True)
     y = np.array([np.nan if r["measurement"] is None else r["measurement"] for r in records])
     ax[0].plot(t, y, ".", ms=3)
     ax[0].set_ylabel("measurement")
+    if safe:
+        _safety_panel(ax[-1], ax[0], t, y, by_t)
     reg = np.array([np.nan if r["regret"] is None else r["regret"] for r in records])
     ax[1].plot(t, np.nancumsum(reg) / t)
     ax[1].set_ylabel("R_t / t")
-    by_t = {h["t"]: h for h in history or []}
     for value, limit, label in (("psi", "threshold", "point test: psi / threshold"),
                                 ("window_psi", "window_threshold", "window test: |sum e| / threshold")):
         ratio = np.array([_ratio(by_t.get(int(s), {}), value, limit) for s in t])
@@ -198,6 +211,18 @@ def plot(run_dir: Path, name: str, records: list[dict], jump_at: int | None,
     return path
 
 
+def _safety_panel(a, measured, t, y, by_t: dict) -> None:
+    """The safe set's share of the box per step (`safe_fraction`), and the threshold violations
+    marked on the measurement panel."""
+    frac = [by_t.get(int(s), {}).get("safe_fraction") for s in t]
+    a.plot(t, [100 * f if f is not None else float("nan") for f in frac], lw=1.0)
+    a.set_ylabel("safe set, % of box")
+    hit = [i for i, s in enumerate(t) if by_t.get(int(s), {}).get("safety_violation")]
+    if hit:
+        measured.plot(t[hit], y[hit], "x", color="tab:red", ms=6, label="safety violation")
+        measured.legend(fontsize=7, loc="upper right")
+
+
 def run(args: argparse.Namespace) -> int:
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
     run_dir = (args.out or Path.cwd() / "runs" / f"demo-{stamp}").resolve()
@@ -226,6 +251,10 @@ def run(args: argparse.Namespace) -> int:
             "cartpole": [sys.executable, "-m", "plant_adapters.cartpole", "--endpoint", endpoint,
                          "--until", str(args.cartpole_steps), "--jump-at", str(args.jump_at),
                          "--out", str(run_dir / "cartpole.jsonl")],
+            "cartpole-safe": [sys.executable, "-m", "plant_adapters.cartpole", "--endpoint",
+                              endpoint, "--plant", "cartpole-safe", "--until",
+                              str(args.cartpole_steps), "--jump-at", str(args.jump_at),
+                              "--out", str(run_dir / "cartpole-safe.jsonl")],
             "temperature": [sys.executable, "-m", "plant_adapters.temperature", "--endpoint",
                             endpoint, "--until", str(args.temperature_steps),
                             "--out", str(run_dir / "temperature.jsonl")],
@@ -257,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
                              capture_output=True, text=True, env=env)
         verdicts[name] = rep.stdout.strip() or rep.stderr.strip()
     print("\n=== summary ===")
-    jumps = {"cartpole": args.jump_at, "temperature": None}
+    jumps = {"cartpole": args.jump_at, "cartpole-safe": args.jump_at, "temperature": None}
     for name in adapters:
         records = _records(run_dir / f"{name}.jsonl")
         history = _history(run_dir / "state" / "plants" / name)
@@ -265,7 +294,7 @@ def run(args: argparse.Namespace) -> int:
         for line in summarize(name, records, jump, history):
             print(line)
         print(f"{name}: replay: {verdicts[name]}")
-        sense = "minimize" if name == "cartpole" else "maximize"
+        sense = "maximize" if name == "temperature" else "minimize"
         png = plot(run_dir, name, records, jump, history, sense) if records else None
         if png:
             print(f"{name}: plot {png}")

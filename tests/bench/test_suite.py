@@ -147,3 +147,26 @@ def test_mean_interval_is_student_t():
     m, lo, hi = mean_ci([1.0, 2.0, 3.0])
     assert m == 2.0 and hi - m == pytest.approx(4.302652729911275 / math.sqrt(3))
     assert math.isnan(mean_ci([1.0])[1])
+
+
+def test_the_safe_rows_run_only_where_a_plant_has_unsafe_gains():
+    assert al.applies(al.SAFE_ET, pl.plant("dc-motor")) and al.applies(al.SAFE_GP, pl.plant("cartpole"))
+    assert not al.applies(al.SAFE_ET, pl.plant("hartmann3"))  # no catastrophe, no safe row
+    assert not al.applies(al.SAFE_ET, pl.plant("temperature"))  # arms
+    s = al.safety_for("dc-motor")
+    p = pl.plant("dc-motor")
+    centre = (p.lower + p.upper) / 2
+    assert s["safe_seeds"] == [centre.tolist()]
+    assert s["max_cost"] >= 1.1 * p.cost(centre, 1, Drift())
+    assert np.mean(al.nominal_costs("dc-motor") > s["max_cost"]) == pytest.approx(0.1, abs=0.01)
+
+
+def test_a_safe_row_counts_violations_and_tells_a_catastrophe_as_a_failure():
+    cfg = suite.Config(40, al.QUICK)
+    safe = suite.run_task("dc-motor", "jump-large", al.SAFE_ET, 0, 0, cfg)
+    free = suite.run_task("dc-motor", "jump-large", al.BOUNDS_ONLY, 0, 0, cfg)
+    assert safe["violations"] is not None and free["violations"] is not None
+    assert safe["catastrophic"] <= safe["violations"] <= 40
+    m = al.spec(pl.plant("dc-motor"), al.SAFE_GP, 3, 40, al.QUICK)
+    assert m["strategy"] == "gp-ucb" and m["safety"] == al.safety_for("dc-motor")
+    assert "trigger" not in m

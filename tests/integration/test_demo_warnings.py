@@ -16,7 +16,7 @@ def test_the_demo_on_its_defaults_emits_at_most_three_warnings_per_plant(tmp_pat
     out = subprocess.run([sys.executable, "-m", "tvbod", "demo", "--quiet", "--out", str(run_dir)],
                          capture_output=True, text=True, timeout=1800)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    for plant in ("cartpole", "temperature"):
+    for plant in ("cartpole", "cartpole-safe", "temperature"):
         events = read_events(run_dir / "state" / "plants" / plant / "events.jsonl")
         warnings = [e for e in events if e.get("level") in ("warning", "error")]
         kinds = Counter(e["event"] for e in warnings)

@@ -114,6 +114,7 @@ def test_wheel_and_sdist_carry_configs_data_units_and_license(deployment):
     names = set(wheel.namelist())
     shipped = {f"tvbod/shipped/{p}": ROOT / p for p in (
         "LICENSE", "configs/tvbod.yaml", "configs/plants/cartpole.yaml",
+        "configs/plants/cartpole-safe.yaml",
         "configs/plants/temperature.yaml", "configs/adapters/cartpole.yaml",
         "configs/adapters/temperature.yaml", "systemd/tvbod.service",
         "systemd/tvbod-adapter@.service")}
@@ -150,7 +151,7 @@ def test_readme_daemon_recipe(deployment, tmp_path):
     assert out.count("verified: 8 steps reproduced exactly") == 2
     assert "what-if over 8 recorded steps: delta_b=0.01" in out
     state = tmp_path / ".local" / "state" / "tvbod" / "plants"
-    assert sorted(p.name for p in state.iterdir()) == ["cartpole", "temperature"]
+    assert sorted(p.name for p in state.iterdir()) == ["cartpole", "cartpole-safe", "temperature"]
     rows = _pandas_rows(tmp_path / "cartpole.csv")
     assert list(rows["t"]) == list(range(1, 9))
     assert list(rows.columns) == ["t", "proposal_id", "k_x", "k_xd", "k_phi", "k_phid",

@@ -101,3 +101,23 @@ def test_status_watch_redraws_the_table_until_interrupted(tmp_path):
     assert rc == 0, proc.stderr.read()
     assert seen_table
     assert d.stop() == 0
+
+
+def test_prometheus_counts_safety_violations_and_the_safe_fraction(tmp_path):
+    from daemon_harness import SAFE_PLANT
+
+    port = _free_port()
+    d = Daemon(tmp_path, extra=f"metrics: {{port: {port}}}\n")
+    (tmp_path / "plants" / "alpha.yaml").write_text(SAFE_PLANT)
+    d.start()
+    try:
+        with d.client() as c:
+            for value in (0.05, 0.06, 5.0, None):  # two good, one beyond max_cost, one failure
+                p = c.ask()
+                c.tell(p["proposal_id"], value, failed=value is None)
+        m = wait_for(lambda: (v := _scrape(port)).get(
+            'tvbod_safety_violations_total{plant="alpha"}') == 2 and v, timeout=30.0,
+            interval=0.1)
+    finally:
+        d.stop()
+    assert 0.0 <= m['tvbod_plant_safe_fraction{plant="alpha"}'] <= 1.0

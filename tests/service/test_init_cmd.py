@@ -16,7 +16,7 @@ from tvbod.service.config import load_daemon_config
 from tvbod.service.init_cmd import SYSTEMD_ENV, _units_paths, sandbox_problem
 
 TREE = ["adapters/cartpole.yaml", "adapters/temperature.yaml", "plants/INTEL-LAB-DATA.md",
-        "plants/cartpole.yaml", "plants/temperature.yaml", "plants/temperature_train.csv",
+        "plants/cartpole-safe.yaml", "plants/cartpole.yaml", "plants/temperature.yaml", "plants/temperature_train.csv",
         "systemd/tvbod-adapter@.service", "systemd/tvbod.service", "tvbod.yaml"]
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,7 +38,7 @@ def test_init_writes_a_tree_the_daemon_loads_with_adapters_on_its_endpoint(tmp_p
     site = tmp_path / "site"
     assert _files(site) == TREE
     config = load_daemon_config(site / "tvbod.yaml", env)
-    assert [p.name for p in config.plants] == ["cartpole", "temperature"]
+    assert sorted(p.name for p in config.plants) == ["cartpole", "cartpole-safe", "temperature"]
     assert config.endpoints == (f"ipc://{tmp_path}/xdg/tvbod/tvbod.sock",)
     for name in ("cartpole", "temperature"):
         adapter = yaml.safe_load((site / "adapters" / f"{name}.yaml").read_text())

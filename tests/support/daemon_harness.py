@@ -34,6 +34,28 @@ optimizer:
 {extra}"""
 
 
+#: A plant file with `safety:` (seeds and steps by parameter name), for the safe-tuning tests.
+SAFE_PLANT = """\
+name: alpha
+parameters:
+  - {name: kp, lower: 0.0, upper: 2.0, unit: "1"}
+  - {name: ki, lower: -1.0, upper: 1.0, unit: "1/s"}
+sense: minimize
+proposal_timeout: 60
+safety:
+  max_cost: 1.2
+  safe_seeds: [{kp: 1.0, ki: 0.2}]
+  max_step: {kp: 0.5}
+optimizer:
+  strategy: et-gp-ucb
+  kernel: {lengthscales: 0.3}
+  noise_variance: 0.01
+  measurement: {offset: 0.0, scale: 1.0}
+  budget: {candidates: 256, starts: 2, maxiter: 20}
+  seed: 1
+"""
+
+
 def plant_yaml(name: str, **kw) -> str:
     """`PLANT_BOX` with defaults; `extra` adds `optimizer:` lines (indented by two spaces)."""
     values = {"name": name, "sense": "minimize", "timeout": 60, "penalty": 10.0, "seed": 1, "extra": "",

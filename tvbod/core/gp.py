@@ -187,18 +187,38 @@ class ExactGP:
             self._alpha = solve_triangular(self.L_.T, self.v_, lower=False, check_finite=False)
         return self._alpha
 
-    def predict(self, Xq: np.ndarray, t_query: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-        """Posterior mean and variance of f at `Xq` `(m, d)` for time `t_query`; shapes `(m,)`."""
+    def predict(self, Xq: np.ndarray, t_query: float = 0.0, prior_mean: float = 0.0
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior mean and variance of f at `Xq` `(m, d)` for time `t_query`; shapes `(m,)`.
+
+        `prior_mean` m: the posterior under the constant prior mean m instead of 0,
+        `m + k^T K^{-1} (y - m 1)` (RW2006 eq. 2.38 with a constant mean function; the variance
+        does not depend on it), as the safety model reads it (`tvbod.core.safety`)."""
         Xq = np.asarray(Xq, dtype=float)
         tq = np.array([float(t_query)])
         prior = self.prior_variance(Xq, tq)
         if self.n == 0:
-            return np.zeros(len(Xq)), prior
+            return np.full(len(Xq), float(prior_mean)), prior
         kq = self._cov(Xq, tq, self.X_, self.times_)
         V = solve_triangular(self.L_, kq.T, lower=True, check_finite=False)
         mean = V.T @ self.v_
+        if prior_mean:
+            ones = solve_triangular(self.L_, np.ones(self.n), lower=True, check_finite=False)
+            mean = mean + prior_mean * (1.0 - V.T @ ones)
         var = prior - np.einsum("ij,ij->j", V, V)
         return mean, np.maximum(var, 0.0)
+
+    def data_mean(self, t: float) -> np.ndarray:
+        """The posterior mean at every point of D for step `t`.
+
+        Without a temporal factor the prior covariance of D is the factorized matrix less its
+        diagonal `(sigma_n^2 + jitter) I`, so `mu(X) = K alpha = y - (sigma_n^2 + jitter) alpha`
+        (RW2006 eq. 2.25 at the training inputs): O(n) instead of the O(n^2 d) kernel and O(n^3)
+        solve of a full prediction, which the daemon would otherwise pay after every tell. A
+        temporal factor makes the prior at step `t` differ from the data's: predicted in full."""
+        if self.temporal is not None:
+            return self.predict(self.X_, t)[0]
+        return self.y_ - (self.noise_variance + self.jitter_) * self.alpha_
 
     def one_step_variances(self) -> np.ndarray:
         """Variance of f at each data point given the points before it (in D's order), `(n,)`:

@@ -64,7 +64,8 @@ def maximize_on_box(
     shift: np.ndarray,
     budget: Budget,
     extra: np.ndarray | None = None,
-) -> tuple[np.ndarray, float]:
+    feasible=None,
+) -> tuple[np.ndarray, float] | None:
     """Return `(z*, acq.final(z*))` over the box `[lower, upper]` (internal coordinates).
 
     Candidates are `unit_candidates` rotated by `shift` modulo 1 (a Cranley-Patterson rotation, so
@@ -73,11 +74,19 @@ def maximize_on_box(
     for every candidate), the best `starts` are polished (`budget.polish`: as one L-BFGS-B problem,
     the sum of separable objectives, or all at once by projected Newton, `tvbod.core.newton`), and
     the winner is chosen on float64 `acq.final` values among the starts and their polished ends.
+
+    `feasible(points) -> bool mask` restricts the maximum to a subset (the safe set,
+    `tvbod.core.safety`): candidates and polished ends outside it are dropped; None when no
+    candidate is feasible.
     """
     span = upper - lower
     cands = lower + np.mod(unit_candidates + shift, 1.0) * span
     if extra is not None and len(extra):
         cands = np.vstack([cands, np.clip(extra, lower, upper)])
+    if feasible is not None:
+        cands = cands[feasible(cands)]
+        if not len(cands):
+            return None
     k = min(budget.starts, len(cands))
     starts = cands[gp.screen_best(cands, t_query, acq.score, k)]
     if budget.maxiter > 0 and gp.n > 0:
@@ -92,6 +101,8 @@ def maximize_on_box(
     else:
         points, (mean, var) = starts, gp.predict(starts, t_query)
     values = acq.final(points, mean, var)
+    if feasible is not None:
+        values = np.where(feasible(points), values, -np.inf)
     best = int(np.argmax(values))
     return points[best].copy(), float(values[best])
 

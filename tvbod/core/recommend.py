@@ -7,6 +7,9 @@ measurement units. Only measured points are candidates: a point the plant has ru
 choice, the posterior mean there averages the measurement noise out, and after a reset D holds
 only what was measured since the change. On arms the answer is an arm. Ties go to the point that
 entered D first. A strategy without a model (random search) or an empty D recommends nothing.
+
+Under `safety:` only points the safe set certifies (`tvbod.core.safety`) are candidates; when
+none is, the point of D with the highest safety lower bound, reported with `certified` False.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ class Recommendation:
     t: int
     measured_at: int
     dataset_size: int
+    #: under `safety:`, whether the safe set certifies `x` (None without safety)
+    certified: bool | None = None
 
 
 def recommend(strategy: Strategy) -> Recommendation | None:
@@ -36,24 +41,18 @@ def recommend(strategy: Strategy) -> Recommendation | None:
     if not isinstance(strategy, GPUCBStrategy) or strategy.gp.n == 0:
         return None
     strategy.settle()
-    gp, output = strategy.gp, strategy.output
-    i = int(np.argmax(data_mean(gp, float(strategy.t))))
+    gp, output, t = strategy.gp, strategy.output, strategy.t
+    score, certified = gp.data_mean(float(t)), None
+    if strategy.safety is not None:
+        sf = strategy._sigma_f
+        ok = strategy.safety.certified(gp, gp.X_, t, output, sf)
+        certified = bool(ok.any())
+        score = (np.where(ok, score, -np.inf) if certified
+                 else strategy.safety.lower_bound(gp, gp.X_, t, output, sf))
+    i = int(np.argmax(score))
     mean, var = gp.predict(gp.X_[i:i + 1], float(strategy.t))
     return Recommendation(
         x=strategy.domain.to_physical(gp.X_[i]),
         mean=float(output.to_measurement(float(mean[0]))),
         std=float(np.sqrt(var[0])) * output.scale_,
-        t=strategy.t, measured_at=int(gp.times_[i]), dataset_size=gp.n)
-
-
-def data_mean(gp, t: float) -> np.ndarray:
-    """The posterior mean at every point of D for step `t`.
-
-    Without a temporal factor the prior covariance of D is the factorized matrix less its
-    diagonal `(sigma_n^2 + jitter) I`, so `mu(X) = K alpha = y - (sigma_n^2 + jitter) alpha`
-    (RW2006 eq. 2.25 at the training inputs): O(n) instead of the O(n^2 d) kernel and O(n^3)
-    solve of a full prediction, which the daemon would otherwise pay after every tell. A
-    temporal factor makes the prior at step `t` differ from the data's: predicted in full."""
-    if gp.temporal is not None:
-        return gp.predict(gp.X_, t)[0]
-    return gp.y_ - (gp.noise_variance + gp.jitter_) * gp.alpha_
+        t=strategy.t, measured_at=int(gp.times_[i]), dataset_size=gp.n, certified=certified)

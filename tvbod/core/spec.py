@@ -13,6 +13,7 @@ import numpy as np
 from . import validate
 from .errors import InvalidValue, SpecError
 from .optimize import POLISHES, TOLERANCE
+from .safety import SafetySpec, parse_safety
 from .spec_sections import (EXPLORATIONS, PAPER_TRIGGER, TRIGGERS,  # noqa: F401 (re-exported)
                             ExplorationSpec, TriggerSpec, parse_exploration, parse_trigger)
 
@@ -32,7 +33,7 @@ _STRATEGY_KEYS = {"reset_period": "r-gp-ucb", "forgetting": "tv-gp-ucb", "drift_
 _TOP_KEYS = {
     "strategy", "sense", "domain", "kernel", "noise_variance", "beta", "delta_b", "reset_period",
     "forgetting", "drift_variance", "measurement", "budget", "seed", "hyperparameters",
-    "reset", "acquisition", "exploration", "trigger", "forgetting_floor",
+    "reset", "acquisition", "exploration", "trigger", "forgetting_floor", "safety",
 }
 #: Default measurements that fix `measurement: auto` (at least 2d + 2). Measured on the cart-pole
 #: (docs/benchmarks.md, "Measurement scale"): 10 gave false resets in 4 of 10 runs, 20 in 0 of 40
@@ -129,6 +130,8 @@ class OptimizerSpec:
     #: `noise_variance: auto`: sigma_n^2 estimated once, from the measurements that calibrate the
     #: measurement map (`fit_noise`); `noise_variance` is the value in force until then
     learns_noise: bool = False
+    #: `safety:` (`tvbod.core.safety`): proposals only from the certified safe set; None: off
+    safety: SafetySpec | None = None
 
     @property
     def reset_policy(self) -> str:
@@ -375,10 +378,13 @@ def _parse_spec(spec: Mapping) -> OptimizerSpec:
         kw["forgetting"] = _number(m["forgetting"], "forgetting", 0.0, 1.0, lo_open=True, hi_open=True)
     if strategy == "ui-tvbo":
         kw["drift_variance"] = _number(m["drift_variance"], "drift_variance", 0.0, lo_open=True)
+    sense = _choice(m.get("sense", _OPT.sense), "sense", ("maximize", "minimize"))
+    if m.get("safety") is not None:
+        kw["safety"] = parse_safety(m["safety"], sense, domain, strategy)
     return OptimizerSpec(
         domain=domain,
         strategy=strategy,
-        sense=_choice(m.get("sense", _OPT.sense), "sense", ("maximize", "minimize")),
+        sense=sense,
         kernel=kernel,
         **_parse_noise(m.get("noise_variance"), meas, m.get("hyperparameters")),
         beta_c1=_number(beta.get("c1", _OPT.beta_c1), "beta.c1", 0.0),

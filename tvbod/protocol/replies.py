@@ -103,6 +103,8 @@ class BestReply(_Reply, type="best"):
     mean: float | None = None
     std: float | None = None
     measured_at: int | None = None
+    #: plants with `safety:`: whether the safe set certifies the gains
+    certified: bool | None = None
 
 
 @dataclass(frozen=True)

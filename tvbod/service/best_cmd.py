@@ -31,7 +31,9 @@ def describe(reply: dict) -> str:
     return (f"{reply['plant']} at t={reply['t']} (|D|={reply['dataset_size']}, "
             f"{reply['sense']}): deploy {gains}\n"
             f"  predicted measurement {reply['mean']:.6g} +- {reply['std']:.3g} (posterior mean "
-            f"+- std there; measured at t={reply['measured_at']})")
+            f"+- std there; measured at t={reply['measured_at']})"
+            + ("" if reply.get("certified") in (None, True) else
+               "\n  NOT certified safe: no point of D is; these are the most certain ones"))
 
 
 def run(args: argparse.Namespace) -> int:

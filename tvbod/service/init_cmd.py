@@ -38,7 +38,10 @@ from tvbod.errors import TvbodError
 
 #: The environment the units give the daemon (StateDirectory=, RuntimeDirectory=).
 SYSTEMD_ENV = {"STATE_DIRECTORY": "/var/lib/tvbod", "RUNTIME_DIRECTORY": "/run/tvbod"}
-_PLANTS = ("cartpole", "temperature")
+_PLANTS = ("cartpole", "cartpole-safe", "temperature")
+#: The plants with an adapter config of their own (`cartpole-safe` is driven by the cart-pole
+#: adapter with `--plant cartpole-safe`, as `tvbod demo` does).
+_ADAPTERS = ("cartpole", "temperature")
 _EMPIRICAL = re.compile(r"^(\s*empirical_from:\s*)(\S+)(.*)$", re.MULTILINE)
 _ENDPOINT = re.compile(r"^endpoint:.*$", re.MULTILINE)
 #: Trees the units' sandbox hides from the service, and the unit option that hides each.
@@ -145,7 +148,7 @@ def build_tree(target: Path, systemd: bool) -> tuple[dict[str, bytes], str]:
         config = load_daemon_config(Path(tmp) / "tvbod.yaml", SYSTEMD_ENV if systemd else os.environ)
     endpoint = config.endpoints[0]
     why = "the unit's RuntimeDirectory=" if systemd else "tvbod run's default here"
-    for plant in _PLANTS:
+    for plant in _ADAPTERS:
         text = shipped_text(f"configs/adapters/{plant}.yaml")
         text = _ENDPOINT.sub(f"endpoint: {endpoint}   # {why} (tvbod init)", text, count=1)
         files[f"adapters/{plant}.yaml"] = text.encode()

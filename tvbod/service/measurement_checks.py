@@ -35,7 +35,9 @@ class MeasurementChecks:
         beyond `max_measurement_abs` in measurement units (needs no scale, so it guards a
         calibrating plant's first measurements too); beyond `max_measurement_sigmas` prior
         standard deviations on the GP scale (a unit mistake or a garbage sensor value), once
-        there is a scale to judge by; or one that would make the measurement map non-finite."""
+        there is a scale to judge by; or one that would make the measurement map non-finite.
+        Under `safety:` the last two judge the value the model records (the safety cap): a
+        catastrophic measurement is a safety violation, recorded, not refused."""
         cfg = self.config
         where = f"(plant file {cfg.path}); check the units, or send failed=true"
         if not abs(y) <= cfg.max_measurement_abs:
@@ -45,7 +47,9 @@ class MeasurementChecks:
         output = getattr(self.strategy, "output", None)  # None: no GP, no scale (random search)
         if output is None:
             return
-        if output.has_scale:
+        capped = self.strategy.capped(y)
+        y, at_cap = capped, capped != y
+        if output.has_scale and not at_cap:
             limit = cfg.max_measurement_sigmas * float(np.sqrt(self.strategy.spec.kernel.variance))
             with np.errstate(all="ignore"):
                 scaled = abs(self.strategy.to_internal_y(y))
@@ -68,6 +72,8 @@ class MeasurementChecks:
         """The measurement substituted for a failed experiment (the plant's `failure` policy),
         clipped into the range the measurement guard admits (a failure must always be
         recordable: it is the client's way out of a refused measurement), then guarded."""
+        if getattr(self.strategy, "safety", None) is not None:
+            return self.strategy.capped(0.0, failed=True)  # the safety cap (tvbod.core.safety)
         policy = self.config.failure
         mean, std = self.strategy.predict(x) if policy.kind != "penalty" else (0.0, 0.0)
         y = policy.measurement(mean, std, self.config.sense)

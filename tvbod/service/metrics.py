@@ -59,6 +59,12 @@ class PrometheusMetrics(Metrics):
                                     ["type"], buckets=_BUCKETS, registry=reg)
         self.fsyncs = pc.Histogram("tvbod_fsync_seconds", "Group commit: fsync of the journals of "
                                    "one batch of requests", buckets=_BUCKETS, registry=reg)
+        self.violations = pc.Counter("tvbod_safety_violations", "Measurements beyond the "
+                                     "safety threshold and failed experiments of plants with "
+                                     "safety:, by plant", ["plant"], registry=reg)
+        self.safe_fraction = pc.Gauge("tvbod_plant_safe_fraction", "Share of the gain box "
+                                      "certified safe (plants with safety:)", ["plant"],
+                                      registry=reg)
         self.t = pc.Gauge("tvbod_plant_t", "The plant's step t", ["plant"], registry=reg)
         self.dataset = pc.Gauge("tvbod_plant_dataset_size", "Points in the plant's GP dataset",
                                 ["plant"], registry=reg)
@@ -87,9 +93,13 @@ class PrometheusMetrics(Metrics):
             self.resets.labels(plant).inc()
         elif event == "proposal_abandoned":
             self.abandoned.labels(plant).inc()
+        elif event == "safety_violation":
+            self.violations.labels(plant).inc()
         elif event in ("measurement", "plant_restored"):
             self.t.labels(plant).set(fields["t"] + (event == "measurement"))
             self.dataset.labels(plant).set(fields["dataset_size"])
+            if fields.get("safe_fraction") is not None:
+                self.safe_fraction.labels(plant).set(fields["safe_fraction"])
 
     def quarantined(self, plant: str, on: bool) -> None:
         self.quarantine.labels(plant).set(1.0 if on else 0.0)

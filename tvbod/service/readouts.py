@@ -65,7 +65,8 @@ class PlantReadouts:
         rec = recommend(self.strategy) if rec is False else rec
         fields = None if rec is None else {
             "gains": self.config.gains(rec.x), "mean": rec.mean, "std": rec.std,
-            "measured_at": rec.measured_at}
+            "measured_at": rec.measured_at,
+            **({"certified": rec.certified} if rec.certified is not None else {})}
         return self._best_key(), fields
 
     def best(self, req: Best | None = None, busy: bool = False) -> BestReply:
@@ -78,6 +79,18 @@ class PlantReadouts:
         return BestReply(None if req is None else req.request_id, plant=self.name,
                          t=self.strategy.t, dataset_size=self.strategy.dataset_size,
                          sense=self.config.sense, rule=_BEST_RULE, **(fields or {}))
+
+    def _safety_status(self, with_fraction: bool) -> dict[str, Any]:
+        """`safety`: the threshold, violations and failures, and (`with_fraction`, a status
+        request on an idle plant) the share of the box certified safe now."""
+        safety = self.strategy.spec.safety
+        if safety is None:
+            return {}
+        s = self.strategy.safety
+        return {"safety": {"threshold": safety.threshold, "violations": s.violations,
+                           "failures": s.failures,
+                           "safe_fraction": self.strategy.safe_fraction() if with_fraction
+                           else None}}
 
     def status(self, with_best: bool = False, busy: bool = False) -> dict[str, Any]:
         """Counters and latencies; `with_best` adds `best` (the `status` request; not the
@@ -93,6 +106,7 @@ class PlantReadouts:
             "prepared": bool(self.proposal is None and s.proposal_ready and not busy),
             "adapter": self.adapter,
             **({"best": self.best(busy=busy).body()} if with_best else {}),
+            **self._safety_status(with_best and not busy),
             "latency": {"ask_p50_ms": ask50, "ask_p99_ms": ask99,
                         "tell_p50_ms": tell50, "tell_p99_ms": tell99},
         }

@@ -206,7 +206,7 @@ def verify(mapping: dict, history: list[dict], epochs: list[tuple[int, dict, boo
             return i, (f"t={e['t']}: recorded gains {x.tolist()} but the optimizer proposes "
                        f"{proposed.tolist()}"), resets, max(worst, dev)
         try:
-            r = s.tell(x, e["measurement"])
+            r = s.tell(x, e["measurement"], failed=bool(e.get("failed")))
         except ValueError as exc:  # DomainError: a measurement this optimizer refuses
             return i, f"t={e['t']}: the optimizer refuses the recorded measurement ({exc})", \
                 resets, worst
@@ -229,7 +229,7 @@ def what_if(mapping: dict, history: list[dict]) -> list[tuple[int, bool, float, 
     s = make_strategy(mapping)
     out = []
     for e in history:
-        r = s.tell(np.asarray(e["x"]), e["measurement"])
+        r = s.tell(np.asarray(e["x"]), e["measurement"], failed=bool(e.get("failed")))
         out.append((e["t"], r.reset, r.psi, r.threshold))
     return out
 

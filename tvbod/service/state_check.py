@@ -147,7 +147,7 @@ def _apply_problems(state: dict[str, Any] | None, records: list[dict[str, Any]],
     for record in records:
         if record.get("kind") in MEASURED:
             try:
-                strategy.tell(record["x"], record["y"])
+                strategy.tell(record["x"], record["y"], failed=bool(record.get("failed")))
             except Exception as exc:  # noqa: BLE001
                 return [f"the journal record of step {record.get('t')} cannot be applied ({exc})"]
     return []

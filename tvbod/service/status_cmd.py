@@ -37,7 +37,7 @@ def _endpoint(args) -> str:
 def format_table(plants: list[dict]) -> str:
     """A fixed-width table of the status reply's `plants`."""
     head = ("plant", "strategy", "t", "|D|", "resets", "last reset", "pending", "best (predicted)",
-            "ask p50/p99 ms", "tell p50/p99 ms")
+            "safety", "ask p50/p99 ms", "tell p50/p99 ms")
     rows = [head]
     for p in plants:
         lat = p["latency"]
@@ -45,6 +45,7 @@ def format_table(plants: list[dict]) -> str:
         rows.append((p["plant"], p["strategy"], str(p["t"]), str(p["dataset_size"]),
                      str(p["resets"]), str(p["last_reset_t"] or "-"),
                      p["pending"]["proposal_id"] if p["pending"] else "-", _best(p.get("best")),
+                     _safety(p.get("safety")),
                      fmt(lat["ask_p50_ms"], lat["ask_p99_ms"]),
                      fmt(lat["tell_p50_ms"], lat["tell_p99_ms"])))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
@@ -58,6 +59,15 @@ def _render(reply: dict, endpoint: str) -> str:
     return (f"tvbod {d['version']} pid {d['pid']} up {d['uptime_s']:.0f} s, "
             f"{d['messages']} messages, endpoint {endpoint}\n" + format_table(reply["plants"])
             + quarantined)
+
+
+def _safety(safety: dict | None) -> str:
+    """`-`, or the violations (failures among them) and the certified share of the box."""
+    if not safety:
+        return "-"
+    frac = safety.get("safe_fraction")
+    return (f"{safety['violations']} viol ({safety['failures']} failed)"
+            + ("" if frac is None else f", safe {100 * frac:.0f}%"))
 
 
 def _best(best: dict | None) -> str:

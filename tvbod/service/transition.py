@@ -115,7 +115,7 @@ class PlantTransitions:
 
     def _apply_measurement(self, record: dict[str, Any]) -> Applied:
         size_before = self.strategy.dataset_size
-        result = self.strategy.tell(np.asarray(record["x"]), record["y"])
+        result = self.strategy.tell(np.asarray(record["x"]), record["y"], failed=bool(record["failed"]))
         # Packed until the plant's job reads it: with many plants the job may wait behind others'
         # (without this pack the one-step burst of `tvbod bench memory` peaked at 213 MB, not 187)
         self.strategy.compact()
@@ -151,12 +151,15 @@ class PlantTransitions:
                 threshold=result.threshold, mu=result.mu, sigma=result.sigma, reset=result.reset,
                 t_prime=result.t_prime, dataset_size=result.dataset_size,
                 metadata=record.get("metadata") or None, **_window_fields(result),
+                **self._safety_fields(result),
                 **({"observed": True} if record["kind"] == "observe" else {}), **extra)
         if result.reset:
             ev.emit("reset", level="warning", t=result.t, t_prime=result.t_prime, psi=result.psi,
                     threshold=result.threshold, reason=result.reset_reason,
                     dataset_size_before=applied.size_before,
-                    dataset_size_after=result.dataset_size, **_window_fields(result), **extra)
+                    dataset_size_after=result.dataset_size, **_window_fields(result),
+                    **({"backup": self.config.gains(np.asarray(result.backup))}
+                       if result.backup is not None else {}), **extra)
         if result.reset_burst and not replayed:
             trig = self.strategy.spec.trigger
             hold = self.strategy.trigger.hold
@@ -168,6 +171,24 @@ class PlantTransitions:
                     "scaling)")
         if not replayed:
             self._warn_out_of_range(result, y)
+        if result.safety_violation and not replayed:
+            safety = self.strategy.spec.safety
+            ev.emit("safety_violation", level="warning", t=result.t, proposal_id=record["id"],
+                    gains=self.config.gains(np.asarray(record["x"])),
+                    measurement=record["measurement"], threshold=safety.threshold,
+                    failed=record["failed"], violations=self.strategy.safety.violations,
+                    hint="the measurement crossed optimizer.safety's threshold (or the experiment "
+                    "failed): the point and its neighbourhood leave the safe set. Frequent "
+                    "violations: raise safety.sigmas or lower safety.max_step "
+                    "(docs/configuration.md, Safe tuning)")
+
+    def _safety_fields(self, result) -> dict[str, Any]:
+        """A `measurement` event's safety fields (plants with `safety:`): whether it violated
+        the threshold, the value the model recorded, and the safe set's share of the box."""
+        if self.strategy.spec.safety is None:
+            return {}
+        return {"safety_violation": result.safety_violation,
+                "safe_fraction": result.safe_fraction}
 
     def _warn_out_of_range(self, result, y: float) -> None:
         """`measurement_out_of_range`, at most once per regime (the steps since the last reset):

@@ -4,6 +4,10 @@
   has one, else the shipped cart-pole file's with only the box replaced);
 - `et-bounds`: a plant file that names only its parameters' bounds and
   `optimizer: {strategy: et-gp-ucb}` (every other key at its default), as the daemon reads it;
+- `et-safe`, `gp-ucb-safe`: the bounds-only file plus `safety:` (`safety_for`: the box's centre
+  as the safe seed, the threshold one gain set in ten of the box exceeds), with ET-GP-UCB (an
+  event trigger, a safe set and a backup controller on a reset: ETSO's design) and with GP-UCB
+  (safe, no trigger);
 - `et-paper`, `gp-ucb`, `r-gp-ucb`, `tv-gp-ucb`, `ui-tvbo`: the paper's settings, on a fixed
   measurement map (the plant's nominal noise-free cost range onto [-2, 2]);
 - `oracle`: R-GP-UCB, TV-GP-UCB and UI-TVBO over a grid (an oracle a user would not have);
@@ -25,7 +29,7 @@ import numpy as np
 from .. import plant_runs as pr
 from .. import wdbo
 
-NAMES = ("et-shipped", "et-bounds", "et-paper", "gp-ucb", "r-gp-ucb", "tv-gp-ucb", "ui-tvbo", "oracle", "wdbo")
+NAMES = ("et-shipped", "et-bounds", "et-safe", "gp-ucb-safe", "et-paper", "gp-ucb", "r-gp-ucb", "tv-gp-ucb", "ui-tvbo", "oracle", "wdbo")
 #: The paper-setting rows' time-varying settings (the cart-pole bench's).
 FORGETTING, DRIFT = 0.03, 0.03
 #: The oracle grid: R-GP-UCB's N, TV-GP-UCB's eps, UI-TVBO's sigma_w^2 (wide: a best at either
@@ -41,6 +45,12 @@ NOISE_VARIANCE, BETA = 0.02, {"c1": 0.8, "c2": 4.0}
 #: The `et-bounds` row: an `Algo` param (not a strategy key) marks it.
 BOUNDS = "bounds-only"
 BOUNDS_ONLY = pr.Algo("ET-GP-UCB (bounds only)", "et-gp-ucb", ((BOUNDS, 1),))
+#: The safe rows: the bounds-only file plus `safety:` (`safety_for`).
+SAFE = "safety"
+SAFE_ET = pr.Algo("ET-GP-UCB + safety", "et-gp-ucb", ((BOUNDS, 1), (SAFE, 1)))
+SAFE_GP = pr.Algo("GP-UCB + safety", "gp-ucb", ((BOUNDS, 1), (SAFE, 1)))
+#: `safety_for`: the threshold is this quantile of the nominal cost over the box.
+SAFE_QUANTILE = 0.9
 
 
 @dataclass(frozen=True)
@@ -61,7 +71,8 @@ def rows(names: tuple[str, ...], horizon: int) -> tuple[tuple[pr.Algo, str], ...
     period = int(math.ceil(min(horizon, 12.0 * FORGETTING ** -0.25)))
     et, paper, *base = pr.five_algorithms(period, FORGETTING, DRIFT)
     by = {"et-shipped": [pr.shipped_algo("ET-GP-UCB (shipped)", "cartpole")],
-          "et-bounds": [BOUNDS_ONLY], "et-paper": [paper],
+          "et-bounds": [BOUNDS_ONLY], "et-safe": [SAFE_ET], "gp-ucb-safe": [SAFE_GP],
+          "et-paper": [paper],
           **{a.strategy: [a] for a in base}}
     out = [(a, "row") for n in names if n in by for a in by[n]]
     if "oracle" in names:
@@ -69,6 +80,14 @@ def rows(names: tuple[str, ...], horizon: int) -> tuple[tuple[pr.Algo, str], ...
     if "wdbo" in names:
         out += [(a, "row") for a in wdbo.rows(True)]
     return tuple(out)
+
+
+def applies(algo: pr.Algo, plant) -> bool:
+    """Whether row `algo` runs on `plant`: box-only rows on boxes, safe rows where a plant has
+    unsafe gains."""
+    if SAFE in dict(algo.params) and not has_unsafe_gains(plant):
+        return False
+    return not (hasattr(plant, "arms") and box_only(algo))
 
 
 def box_only(algo: pr.Algo) -> bool:
@@ -89,7 +108,10 @@ def on_grid_edge(algo: pr.Algo) -> bool:
 def spec(plant, algo: pr.Algo, seed: int, horizon: int, budget: Budget) -> dict:
     """The optimizer mapping of `algo` on `plant` in one run."""
     if BOUNDS in dict(algo.params):
-        m = bounds_only(plant, seed, {k: v for k, v in algo.params if k != BOUNDS})
+        extra = {k: v for k, v in algo.params if k not in (BOUNDS, SAFE)}
+        if SAFE in dict(algo.params):
+            extra |= {"strategy": algo.strategy, "safety": safety_for(plant.name)}
+        m = bounds_only(plant, seed, extra)
     elif pr.SHIPPED in dict(algo.params):
         own = plant.name if plant.name in ("cartpole", "temperature") else None
         shipped = pr.Algo(algo.label, algo.strategy, ((pr.SHIPPED, own or "cartpole"),))
@@ -115,6 +137,35 @@ def bounds_only(plant, seed: int, extra: dict | None = None) -> dict:
         raise ValueError(f"plant {plant.name!r} has no box: the bounds-only row needs one")
     return with_explicit_defaults({"strategy": "et-gp-ucb", **(extra or {}), "seed": seed,
                                    "sense": "minimize", "domain": _box(plant)})
+
+
+@lru_cache(maxsize=None)
+def safety_for(name: str) -> dict:
+    """The safe rows' `safety:` on a box plant: the box's centre as the one safe seed (the
+    controller a user runs today), and as `max_cost` the nominal cost that one gain set in ten
+    of the box exceeds (`SAFE_QUANTILE` over the `nominal_costs` Sobol points and corners,
+    catastrophes counted as exceeding), at least 10 % above the centre's cost."""
+    from .plant import Drift
+    from .plants import plant as get
+
+    p = get(name)
+    centre = (np.asarray(p.lower, float) + np.asarray(p.upper, float)) / 2.0
+    costs = nominal_costs(name)
+    threshold = max(float(np.quantile(costs, SAFE_QUANTILE)),
+                    1.1 * float(p.cost(centre, 1, Drift())))
+    return {"max_cost": threshold, "safe_seeds": [centre.tolist()]}
+
+
+def has_unsafe_gains(plant) -> bool:
+    """A box plant with a catastrophe (a finite `catastrophic_cost`): where the safe rows run.
+    The synthetic functions have none (and Ackley's optimum is the box's centre, the seed)."""
+    return hasattr(plant, "lower") and math.isfinite(plant.catastrophic_cost)
+
+
+def threshold_of(algo: pr.Algo, plant) -> float | None:
+    """The safety threshold a run is scored against: every row on a plant with unsafe gains
+    against the safe rows' threshold, so violations compare side by side; else None."""
+    return safety_for(plant.name)["max_cost"] if has_unsafe_gains(plant) else None
 
 
 def _box(plant) -> dict:
@@ -152,9 +203,9 @@ def _cartpole_map() -> dict:
 
 
 @lru_cache(maxsize=None)
-def nominal_map(name: str) -> dict:
-    """The fixed measurement map of a box plant: its nominal noise-free cost over 256 scrambled
-    Sobol gains (seed 0) and the box corners, catastrophes left out, onto [-2, 2]."""
+def nominal_costs(name: str) -> np.ndarray:
+    """A box plant's nominal noise-free cost over 256 scrambled Sobol gains (seed 0) and the box
+    corners, catastrophes included."""
     import itertools
 
     from scipy.stats import qmc
@@ -166,8 +217,17 @@ def nominal_map(name: str) -> dict:
     lo, hi = np.asarray(p.lower, float), np.asarray(p.upper, float)
     X = np.vstack([lo + qmc.Sobol(len(lo), scramble=True, seed=0).random(256) * (hi - lo),
                    np.array(list(itertools.product(*zip(lo, hi))))])
-    costs = np.array([p.cost(x, 1, Drift()) for x in X])
-    return pr.range_map(costs[costs < p.catastrophic_cost])
+    return np.array([p.cost(x, 1, Drift()) for x in X])
+
+
+@lru_cache(maxsize=None)
+def nominal_map(name: str) -> dict:
+    """The fixed measurement map of a box plant: its nominal noise-free cost over 256 scrambled
+    Sobol gains (seed 0) and the box corners, catastrophes left out, onto [-2, 2]."""
+    from .plants import plant as get
+
+    costs = nominal_costs(name)
+    return pr.range_map(costs[costs < get(name).catastrophic_cost])
 
 
 def _generic(plant, algo: pr.Algo, seed: int, budget: Budget) -> dict:

@@ -5,7 +5,9 @@ Student-t interval; for a drift with an abrupt change, the share of runs reset w
 steps of the (first) change with its Clopper-Pearson interval, and the median delay; false-reset
 runs (a reset before the drift starts; on a `none` plant any reset); runs with more than 10
 resets and the most resets in a run (the reset statistics for event-triggered rows only: R-GP-UCB
-resets on a clock); catastrophic episodes; CPU milliseconds per step; the
+resets on a clock); catastrophic episodes and, on box plants, threshold violations (episodes
+whose noise-free cost exceeds the safe rows' threshold) per 1,000 episodes; CPU milliseconds per
+step; the
 number of distinct trajectories among the runs (distinct proposal sequences).
 """
 
@@ -21,7 +23,7 @@ from . import algorithms as al
 WINDOW = 5
 COLUMNS = ("plant", "drift", "algorithm", "R_T mean [95% CI]", f"caught <= {WINDOW} steps [CP 95%]",
            "median delay", "false-reset runs", "runs > 10 resets", "most resets",
-           "catastrophic episodes", "CPU ms/step", "distinct trajectories")
+           "catastrophic episodes", "violations /1000", "CPU ms/step", "distinct trajectories")
 
 
 def mean_ci(values, level: float = 0.95) -> tuple[float, float, float]:
@@ -64,9 +66,17 @@ def cell(plant: str, drift, algo: pr.Algo, role: str, results: list[dict], horiz
         "false_reset_runs": false["runs_with_false"], "false_resets": false["false_resets"],
         "runs_over_10_resets": false["runs_over_10_resets"], "max_resets": false["max_resets"],
         "catastrophic": int(sum(r["catastrophic"] for r in runs)),
+        "violations_per_1000": _per_1000([r.get("violations") for r in runs], horizon),
         "cpu_ms_per_step": 1000.0 * summary["cpu_s_mean"] / horizon,
         "distinct_trajectories": len({r["trajectory"] for r in runs}),
     }
+
+
+def _per_1000(counts: list, horizon: int) -> float | None:
+    """Violations per 1,000 episodes over the runs (None where runs have no threshold)."""
+    if not counts or any(c is None for c in counts):
+        return None
+    return 1000.0 * sum(counts) / (horizon * len(counts))
 
 
 def shown(cells: list[dict]) -> list[dict]:
@@ -105,7 +115,8 @@ def table(cells: list[dict], split: str, runs: int, horizon: int) -> str:
             c["plant"], c["drift"], _label(c),
             f"{_fmt(c['R_T_mean'])} [{_fmt(lo)}, {_fmt(hi)}]", caught, _fmt(c["median_delay"], "g"),
             "-" if c["false_reset_runs"] is None else f"{c['false_reset_runs']}/{c['runs']}",
-            _fmt(c["runs_over_10_resets"], "d"), _fmt(c["max_resets"], "d"), str(c["catastrophic"]), _fmt(c["cpu_ms_per_step"], ".1f"),
+            _fmt(c["runs_over_10_resets"], "d"), _fmt(c["max_resets"], "d"), str(c["catastrophic"]),
+            _fmt(c.get("violations_per_1000"), ".1f"), _fmt(c["cpu_ms_per_step"], ".1f"),
             f"{c['distinct_trajectories']}/{c['runs']}"]) + " |")
     if len(lines) == 4:
         empty = ["(no cell of this split was run)"] + [""] * (len(COLUMNS) - 1)

@@ -5,7 +5,10 @@ A task is one (plant, drift kind, row, run). The run's seed (from `--seed` and t
 plant's realisation and the episode noise `default_rng([seed, t])`, shared by every row (common
 random numbers), and seeds the optimizer. A catastrophic episode (cost at or above the plant's
 `catastrophic_cost`) is told as the posterior mean plus 3 standard deviations on the worse side
-(the daemon's default failure policy) and its regret counts the capped cost. The change happens
+(the daemon's default failure policy; a row with `safety:` tells it as a failed experiment) and
+its regret counts the capped cost. Every run on a box plant also counts its threshold violations:
+episodes whose noise-free cost exceeds the safe rows' threshold (`algorithms.threshold_of`), for
+every row alike. The change happens
 at a third of the horizon (`two-jumps`: also at two thirds); a ramp or a period lasts a third.
 """
 
@@ -63,13 +66,15 @@ def run_task(name: str, kind: str, algo: pr.Algo, run: int, seed: int, cfg: Conf
     cpu, mark = 0.0, time.process_time()
     strategy = make_strategy(mapping)
     regret, resets, catastrophic, optimum = [], [], 0, sum(bests)
+    safe, threshold, violations = "safety" in mapping, al.threshold_of(algo, plant), 0
     path = hashlib.sha256()
     for t, best in enumerate(bests, start=1):
         x = strategy.ask()
         cpu += time.process_time() - mark
         path.update(np.round(np.asarray(x, float), 9).tobytes())
         y = plant.episode(x, t, drift, np.random.default_rng([rs, t]))
-        if not y < plant.catastrophic_cost:
+        failed = not y < plant.catastrophic_cost
+        if failed:
             catastrophic += 1
             mean, std = strategy.predict(x)
             told = mean + sign * FAILURE_SIGMAS * std
@@ -77,11 +82,14 @@ def run_task(name: str, kind: str, algo: pr.Algo, run: int, seed: int, cfg: Conf
         else:
             told = sign * y
             regret.append(min(plant.cost(x, t, drift), plant.catastrophic_cost) - best)
+        if threshold is not None:
+            violations += bool(failed or plant.cost(x, t, drift) > threshold)
         mark = time.process_time()
-        if strategy.tell(x, told).reset:
+        if strategy.tell(x, told, failed=failed and safe).reset:
             resets.append(t)
     return {"plant": name, "drift": kind, "run": run, "label": algo.label, "regret": regret,
             "reset_times": resets, "catastrophic": catastrophic,
+            "violations": None if threshold is None else violations,
             "trajectory": path.hexdigest()[:16],
             "realisation": {"plant_seed": rs, "optimum_sum": round(optimum, 9)},
             "cpu_s": cpu + time.process_time() - mark}
@@ -154,7 +162,6 @@ def run(args: argparse.Namespace) -> int:
         return 2
     cfg = Config(c["horizon"], al.QUICK if args.quick else al.Budget())
     rows = al.rows(c["algorithms"], c["horizon"])
-    arms = {n for n in c["plants"] if hasattr(pl.plant(n), "arms")}
     cells = [(n, k) for n in c["plants"] for k in c["drifts"] if k in pl.plant(n).drifts]
     if not cells or not rows:
         print("nothing to run: no plant has the chosen drift kinds, or no row is available",
@@ -164,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
     print(pl.format_split(pl.split_table()))
     tasks = [sweep.task(run_task, n, k, a, r, args.seed, cfg, seed=pr.run_seed(args.seed, r),
                         rank=pr.cost_rank(a))
-             for n, k in cells for a, _ in rows if not (n in arms and al.box_only(a))
+             for n, k in cells for a, _ in rows if al.applies(a, pl.plant(n))
              for r in range(c["runs"])]
     outcome = sweep.run(tasks, args, "suite")
     if outcome.failures:

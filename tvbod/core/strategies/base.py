@@ -38,6 +38,14 @@ class TellResult:
     held: bool = False
     uninformed: bool = False
     reset_burst: bool = False
+    #: `safety:` (`tvbod.core.safety`): the measurement crossed the threshold (or the experiment
+    #: failed), and the backup controller (physical units) a reset fell back to
+    safety_violation: bool = False
+    failed: bool = False
+    backup: list | None = None
+    #: the share of the domain the safe set certifies once this point is in D (before the
+    #: deferred refit, `settle`)
+    safe_fraction: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -70,8 +78,14 @@ class Strategy(ABC):
         """The next point to evaluate, in physical units; repeated calls before a `tell` agree."""
 
     @abstractmethod
-    def tell(self, x, y: float) -> TellResult:
-        """Report measurement `y` at `x` (any point of the domain, not only the last proposal)."""
+    def tell(self, x, y: float, failed: bool = False) -> TellResult:
+        """Report measurement `y` at `x` (any point of the domain, not only the last proposal);
+        `failed`: the experiment failed and `y` is the value recorded for it."""
+
+    def capped(self, y: float, failed: bool = False) -> float:
+        """The measurement a `tell(x, y, failed)` records in the model: `y` unless a safety cap
+        applies (`GPUCBStrategy`)."""
+        return float(y)
 
     def settle(self) -> bool:
         """Finish the work a `tell` deferred (model refits); True if there was any.

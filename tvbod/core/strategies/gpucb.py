@@ -10,6 +10,8 @@
 Like SafeOpt's `optimize()`, `ask()` is three named steps: settle the posterior on D, build the
 step's acquisition, maximize it on the domain (`tvbod.core.optimize`). `tell()` asks the trigger
 about the posterior *before* adding the point, then resets or appends; `settle()` runs the rest.
+With `safety:` (`tvbod.core.safety`) the maximum is taken over the certified safe set, a reset
+arms a backup controller, and a measurement past the threshold is recorded capped.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ..hyperparameters import (GammaPrior, Hyperparameters, fit_forgetting, fit_
                                fit_noise)
 from ..kernels import ForgettingFactor
 from ..optimize import Budget, maximize_on_box, maximize_on_set, sobol_unit
+from ..safety import SafeSet, sigma_f
 from ..spec import OptimizerSpec
 from ..trigger import decide
 from .base import Strategy, TellResult
@@ -76,6 +79,7 @@ class GPUCBStrategy(GPViews, Strategy):
         else:
             self._unit = _shared_sobol(self.domain.dim, spec.candidates, spec.seed)
         self.exploration = build_exploration(spec)
+        self.safety = None if spec.safety is None else SafeSet(spec.safety, self.domain)
         self._t = 1
         self._t_reset = 0
         self._resets = 0
@@ -102,6 +106,8 @@ class GPUCBStrategy(GPViews, Strategy):
 
     def _propose(self, t: int) -> np.ndarray:
         rng = np.random.default_rng([self.spec.seed, t, _RNG_ASK])
+        if self.safety is not None:
+            return self._propose_safe(t, rng)
         if self.gp.n == 0:
             # The acquisition is constant on an empty dataset: propose a uniformly random point.
             return self.domain.sample(rng, 1)[0]
@@ -129,10 +135,44 @@ class GPUCBStrategy(GPViews, Strategy):
         )
         return z
 
-    def tell(self, x, y: float) -> TellResult:
+    def _propose_safe(self, t: int, rng: np.random.Generator) -> np.ndarray:
+        """The acquisition's maximum over the admitted safe set within the step box
+        (`tvbod.core.safety`); the backup right after a reset, a seed on an empty D."""
+        acq = None if self.safety.forced() is not None or self.gp.n == 0 else self._acquisition(t)
+        return self.safety.propose(self.gp, t, acq, self.output, self._sigma_f, self.domain,
+                                   self._unit, rng.random(self.domain.dim), self.budget)
+
+    @property
+    def _sigma_f(self) -> float:
+        return sigma_f(self.spec.kernel.variance if self.base_kernel is None
+                       else self.base_kernel.variance)
+
+    def capped(self, y: float, failed: bool = False) -> float:
+        """The measurement the GP is told for `y` (measurement units): `y` itself, or under
+        `safety:` capped one safety-prior sd past the threshold (a failure: at the cap)."""
+        if self.safety is None:
+            return float(y)
+        self.settle()
+        yi, _ = self.safety.cap(0.0 if failed else self.to_internal_y(y), failed, self.output,
+                                self._sigma_f)
+        return float(self.output.to_measurement(yi))
+
+    def safe_fraction(self) -> float | None:
+        """The share of the domain certified safe for the next step (None without `safety:`)."""
+        if self.safety is None:
+            return None
+        self.settle()
+        return self.safety.safe_fraction(self.gp, self._t, self.output, self._sigma_f,
+                                         self.domain, self._unit)
+
+    def tell(self, x, y: float, failed: bool = False) -> TellResult:
+        """Report `y` at `x`; `failed`: the experiment failed (under `safety:` told at the cap,
+        else `y` is the failure policy's value)."""
         z = self.domain.to_internal(x)
+        raw = y
+        y, violation, capped = self._safety_value(y, failed)
         if not np.isfinite(y):
-            raise DomainError(f"measurement must be finite, got {y!r}")
+            raise DomainError(f"measurement must be finite, got {raw!r}")
         self.output.check(y)  # before any change: a refused measurement leaves the state as it was
         self.settle()
         t, yi, n_before = self._t, self.to_internal_y(y), self.gp.n
@@ -141,7 +181,11 @@ class GPUCBStrategy(GPViews, Strategy):
         prior = float(self.gp.prior_variance(z[None, :], np.array([float(t)]))[0])
         decision = decide(self.trigger, yi, mu, sigma, t_prime, n_before, self.gp.noise_variance,
                           self.output.calibrating, prior)
-        reason, burst, yi = self._update_dataset(t, z, y, yi, decision.fired)
+        resets = ((self.spec.reset_policy == "event" and decision.fired)
+                  or (self.spec.reset_policy == "periodic" and t % self.spec.reset_period == 0))
+        backup = self._before_update(t, failed, violation, resets)
+        reason, burst, yi = self._update_dataset(t, z, y, yi, decision.fired, calibrate=not capped)
+        backup = self._after_update(z, reason, backup)
         self._followup = Told(t, yi, mu, reason is not None, n_before)
         self._t += 1
         self._pending = None
@@ -151,11 +195,47 @@ class GPUCBStrategy(GPViews, Strategy):
             dataset_size=self.gp.n, test=decision.test, window=decision.window,
             window_psi=decision.window_psi, window_threshold=decision.window_threshold,
             held=decision.held, uninformed=decision.uninformed, reset_burst=burst,
+            safety_violation=violation, failed=failed,
+            backup=None if backup is None else self.domain.to_physical(backup).tolist(),
+            safe_fraction=None if self.safety is None else self.safety.safe_fraction(
+                self.gp, self._t, self.output, self._sigma_f, self.domain, self._unit),
         )
 
-    def _update_dataset(self, t: int, z, y: float, yi: float, fired: bool):
+    def _safety_value(self, y: float, failed: bool) -> tuple[float, bool, bool]:
+        """`(value the model records, violation, capped)` for a told `y` (`failed`): `y` itself
+        without `safety:`; else the safety cap applied (`SafeSet.cap`), whether `y` crossed the
+        threshold (or the experiment failed), and whether the cap set the value."""
+        if self.safety is None:
+            return y, False, False
+        told = self.capped(y, failed)
+        crossed = self.to_internal_y(y) < self.safety.level(self.output, self._sigma_f)[0]
+        return told, bool(failed or crossed), bool(failed or told != y)
+
+    def _before_update(self, t: int, failed: bool, violation: bool, resets: bool):
+        """Under `safety:`: count the violation and, if this tell resets, choose the backup from
+        D before the reset drops it (`SafeSet.choose_backup`)."""
+        if self.safety is None:
+            return None
+        self.safety.violations += bool(violation)
+        self.safety.failures += bool(failed)
+        self.safety.backup = None
+        if not resets:
+            return None
+        return self.safety.choose_backup(self.gp, t, self.output, self._sigma_f,
+                                         self.gp.data_mean(float(t)) if self.gp.n else None)
+
+    def _after_update(self, z: np.ndarray, reason: str | None, backup) -> np.ndarray | None:
+        """The told point becomes the step box's reference; a reset arms the backup."""
+        if self.safety is None:
+            return None
+        self.safety.reference = z.copy()
+        self.safety.backup = backup if reason is not None else None
+        return self.safety.backup
+
+    def _update_dataset(self, t: int, z, y: float, yi: float, fired: bool, calibrate: bool = True):
         """Reset and/or append `(z, y)`; returns `(reset reason or None, reset burst, yi)` (`yi`
-        is re-expressed if the reset re-centred the measurement map)."""
+        is re-expressed if the reset re-centred the measurement map). `calibrate`: False for a
+        value the safety cap set (it says nothing of the measurement scale)."""
         reason, burst = None, False
         if self.spec.reset_policy == "event" and fired:  # Paper, Alg. 1: D <- {(x_t, y_t)}
             reason = "event"
@@ -176,7 +256,8 @@ class GPUCBStrategy(GPViews, Strategy):
             if self.output.recentre(self.output.to_measurement(self.gp.y_)):
                 self._reexpress(old)
                 yi = float(self.gp.y_[-1])
-        self._calibrate(y)
+        if calibrate:
+            self._calibrate(y)
         return reason, burst, yi
 
     def _relevels(self, t: int) -> bool:
@@ -319,6 +400,7 @@ class GPUCBStrategy(GPViews, Strategy):
             self.gp.temporal = ForgettingFactor(r.forgetting or 0.0)
         self.gp.load_state_dict(r.gp)
         self.exploration, self.trigger, self.output = r.exploration, r.trigger, r.output
+        self.safety = r.safety
         self._t, self._t_reset, self._resets = r.t, r.t_reset, r.resets
         self._last_reset_t, self._pending = r.last_reset_t, r.pending
         self._followup = None

@@ -38,6 +38,7 @@ def write_state(s) -> dict:
         **({"output": s.output.state_dict()} if s.spec.calibrates else {}),
         **({"forgetting": s.gp.temporal.eps} if s.spec.learns_forgetting else {}),
         **({"noise_variance": s.gp.noise_variance} if s.spec.learns_noise else {}),
+        **({"safety": s.safety.state_dict()} if s.safety is not None else {}),
     }
 
 
@@ -60,6 +61,8 @@ class Restored:
     forgetting: float | None = None
     #: the estimated noise variance (`noise_variance: auto`); None: not in the state
     noise_variance: float | None = None
+    #: the safe set's memory (`safety:`); None without safety
+    safety: object = None
 
 
 def read_state(s, state: dict) -> Restored:
@@ -99,7 +102,7 @@ def _read(s, state: dict) -> Restored:
     variances = _variances(s, state)
     return Restored(t, t_reset, resets, None if last is None else int(last), pending, ls,
                     variances, gp_state, exploration, trigger, _output(s, state),
-                    _forgetting(s, state), _noise(s, state))
+                    _forgetting(s, state), _noise(s, state), _safety(s, state))
 
 
 def _noise(s, state: dict) -> float | None:
@@ -109,6 +112,19 @@ def _noise(s, state: dict) -> float | None:
     if value is not None and not (np.isfinite(float(value)) and float(value) > 0):
         raise StateError(f"noise_variance {value!r} is not a positive number")
     return None if value is None else float(value)
+
+
+def _safety(s, state: dict):
+    """The safe set's memory; a state written without `safety:` starts it afresh (safety
+    switched on for a plant with a history: no reference point, no backup, no counts)."""
+    if s.safety is None:
+        return None
+    from ..safety import SafeSet
+
+    safe = SafeSet(s.spec.safety, s.domain)
+    if state.get("safety") is not None:
+        safe.load_state_dict(state["safety"])
+    return safe
 
 
 def _exploration(s, state: dict):

@@ -54,7 +54,7 @@ class RandomSearchStrategy(Strategy):
                 self._pending = d.z_lower + u * (d.z_upper - d.z_lower)
         return self.domain.to_physical(self._pending)
 
-    def tell(self, x, y: float) -> TellResult:
+    def tell(self, x, y: float, failed: bool = False) -> TellResult:
         self.domain.to_internal(x)  # validates
         if not np.isfinite(y):
             raise DomainError(f"measurement must be finite, got {y!r}")

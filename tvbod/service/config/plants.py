@@ -26,6 +26,7 @@ from tvbod.service.config.common import in_file, plain, read_yaml
 
 _PLANT_KEYS = {
     "name", "description", "parameters", "sense", "optimizer", "proposal_timeout", "failure",
+    "safety",
     "max_measurement_sigmas", "max_measurement_abs",
 }
 #: Default of `max_measurement_sigmas`: measurements farther from the offset (GP scale, in prior
@@ -160,6 +161,11 @@ def _plant(m: Mapping, path: Path) -> PlantConfig:
     given = m.get("optimizer", {})
     defaulted = frozenset(k for k in INHERITED if isinstance(given, Mapping) and k not in given)
     mapping, side_files = _optimizer_mapping(given, parameters, sense, path.parent)
+    if m.get("safety") is not None:
+        if "failure" in m:
+            raise InvalidValue("failure", "does not apply with safety: a failed experiment is "
+                               "recorded at the safety cap (docs/configuration.md, Safe tuning)")
+        mapping["safety"] = _safety_mapping(m["safety"], parameters)
     try:
         mapping, spec = _parsed(mapping)
     except SpecError as e:
@@ -229,6 +235,8 @@ def _plant_key(spec_key: str) -> str:
     """A `parse_spec` key as the plant file spells it (domain and sense come from the plant level)."""
     if spec_key.startswith("domain"):
         return "parameters"
+    if spec_key.startswith("safety"):
+        return spec_key
     return spec_key if spec_key in ("sense", "optimizer") else f"optimizer.{spec_key}"
 
 
@@ -295,14 +303,46 @@ def _failure(value) -> FailurePolicy:
     return FailurePolicy(kind, sigmas=sigmas)
 
 
+def _safety_mapping(value, parameters: tuple[ParameterConfig, ...]) -> dict:
+    """The plant file's `safety:` as the core's `optimizer.safety` mapping: seeds given as
+    `{parameter: value}` and `max_step` as `{parameter: step}` become lists in the parameters'
+    order (a parameter `max_step` leaves out may change by its whole range)."""
+    m = dict(_mapping(value, "safety"))
+    names = [p.name for p in parameters]
+    seeds = m.get("safe_seeds")
+    if isinstance(seeds, list):
+        m["safe_seeds"] = [_by_name(s, names, f"safety.safe_seeds[{i}]") for i, s in
+                           enumerate(seeds)]
+    step = m.get("max_step")
+    if isinstance(step, Mapping):
+        unknown = sorted(set(step) - set(names))
+        if unknown:
+            raise InvalidValue(f"safety.max_step.{unknown[0]}", "is not a parameter", ", ".join(names))
+        m["max_step"] = [step.get(p.name, (p.upper or 0) - (p.lower or 0)) for p in parameters]
+    return m
+
+
+def _by_name(point, names: list[str], key: str):
+    """A `{parameter: value}` point as a list in `names`' order (a list is kept as it is)."""
+    if not isinstance(point, Mapping):
+        return point
+    missing, unknown = [n for n in names if n not in point], sorted(set(point) - set(names))
+    if missing or unknown:
+        bad = missing[0] if missing else unknown[0]
+        raise InvalidValue(f"{key}.{bad}", "is missing" if missing else "is not a parameter",
+                           "every parameter by name: " + ", ".join(names))
+    return [point[n] for n in names]
+
+
 def _optimizer_mapping(value, parameters: tuple[ParameterConfig, ...], sense: str,
                        base: Path) -> tuple[dict, dict[str, Path]]:
     """The user's `optimizer:` mapping plus `domain` and `sense` from the plant level, with side
     files read into it; and `{spec key: side file}` for the values read from a file."""
     mapping = plain(_mapping(value, "optimizer"))
-    for key in ("domain", "sense"):
+    for key in ("domain", "sense", "safety"):
         if key in mapping:
-            what = "`parameters`" if key == "domain" else "the plant's `sense`"
+            what = {"domain": "`parameters`", "sense": "the plant's `sense`",
+                    "safety": "the plant file's top-level `safety:`"}[key]
             raise InvalidValue(f"optimizer.{key}", f"must not be set here: it comes from {what}")
     arms = parameters[0].arms
     if arms is not None:
