@@ -33,13 +33,15 @@ def test_daemon_and_both_adapters_tune_end_to_end(tmp_path):
     # the final state on disk: a clean stop checkpointed everything, journals are empty
     from tvbod.service.store import PlantStore
 
-    for plant, steps in (("cartpole", 60), ("temperature", 30)):
+    for plant, steps in (("cartpole", 60), ("cartpole-safe", 60), ("temperature", 30)):
         rec = PlantStore(run_dir / "state", plant).recover()
         assert rec.records_after_checkpoint == []
         assert rec.state["strategy"]["t"] == steps + 1 and rec.state["tells"] == steps
 
-    # the demo's own checks: replay verified both histories, plots were written
-    assert out.stdout.count("steps reproduced exactly") == 2
+    # the demo's own checks: replay verified every history, plots were written
+    assert out.stdout.count("steps reproduced exactly") == 3
+    assert (run_dir / "cartpole-safe.png").stat().st_size > 10_000
+    assert "cartpole-safe: safety: " in out.stdout
     assert (run_dir / "cartpole.png").stat().st_size > 10_000
     assert (run_dir / "temperature.png").stat().st_size > 10_000
     assert "friction jump at t = 30: first reset at t =" in out.stdout

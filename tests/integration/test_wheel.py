@@ -179,7 +179,7 @@ def test_deployment_trial_run(deployment, tmp_path):
     assert "verified: 8 steps reproduced exactly" in out
     runs = list((tmp_path / "runs").iterdir())
     assert len(runs) == 1 and runs[0].name.startswith("demo-"), runs
-    assert out.count("steps reproduced exactly") == 3  # the trial's replay + the demo's two
+    assert out.count("steps reproduced exactly") == 4  # the trial's replay + the demo's three
     assert (runs[0] / "plants" / "temperature_train.csv").is_file()
 
 

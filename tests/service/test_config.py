@@ -74,7 +74,7 @@ def test_shipped_configs_load():
     cfg = load_daemon_config(SHIPPED, env=ENV)
     assert cfg.path == SHIPPED
     assert cfg.endpoints == ("ipc:///run/user/1000/tvbod/tvbod.sock",)
-    assert [p.name for p in cfg.plants] == ["cartpole", "temperature"]
+    assert sorted(p.name for p in cfg.plants) == ["cartpole", "cartpole-safe", "temperature"]
     assert (cfg.checkpoint_every, cfg.request_cache, cfg.max_message_bytes) == (50, 64, 65536)
     cart = cfg.plant("cartpole").optimizer
     assert cart.domain.lower == (-3.0, -6.0, -50.0, -4.0)

@@ -18,7 +18,7 @@ configure_logging("json", stream=io.StringIO())
 server = Server(config, EventSink())
 server.open()
 server.bind()
-assert sorted(server.plants) == ["cartpole", "temperature"], sorted(server.plants)
+assert sorted(server.plants) == ["cartpole", "cartpole-safe", "temperature"], sorted(server.plants)
 for plant in server.plants.values():
     plant.strategy.ask()  # the first proposal of each plant, as the first ask computes it
 server.shutdown()

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Mapping
 
 from tvbod.protocol.wire import (  # noqa: F401 - error_reply is re-exported here too
@@ -38,8 +38,10 @@ class _Reply(_Message):
     _registry = REPLY_TYPES
 
     def body(self) -> dict[str, Any]:
-        """The type-specific fields, in wire order."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "request_id"}
+        """The type-specific fields, in wire order; a field added after tvbod 0.2.0 (metadata
+        `omit_none`) only when it has a value, so replies without it keep their 0.2.0 bytes."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "request_id"
+                and not (f.metadata.get("omit_none") and getattr(self, f.name) is None)}
 
     def to_message(self) -> dict[str, Any]:
         return ok_reply(self.request_id, self.type, **self.body())
@@ -104,7 +106,7 @@ class BestReply(_Reply, type="best"):
     std: float | None = None
     measured_at: int | None = None
     #: plants with `safety:`: whether the safe set certifies the gains
-    certified: bool | None = None
+    certified: bool | None = field(default=None, metadata={"omit_none": True})
 
 
 @dataclass(frozen=True)
