@@ -119,7 +119,7 @@ class Runner:
             if self.stop_requested:
                 raise KeyboardInterrupt
             self.stop_requested = True
-            print(f"[{self.plant.name}] stopping after this step", file=self.out, flush=True)
+            print(f"[{self.client.plant}] stopping after this step", file=self.out, flush=True)
 
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
@@ -127,7 +127,7 @@ class Runner:
     def run(self) -> list[StepRecord]:
         hello: HelloReply = parse_reply(self.client.hello())
         last = self.horizon.last_step(hello.t)
-        print(f"[{self.plant.name}] connected to {self.client.endpoint}: plant {hello.plant!r}, "
+        print(f"[{self.client.plant}] connected to {self.client.endpoint}: plant {hello.plant!r}, "
               f"{len(hello.parameters)} parameter(s), next step {hello.t}"
               + (f", steps {hello.t}..{last}" if last >= hello.t else "")
               + (" (where its data ends)" if self.horizon.cut(hello.t) else "")
@@ -176,6 +176,6 @@ class Runner:
         meas = "FAILED" if r.failed else f"{r.measurement:.5g}"
         regret = "" if r.regret is None else f"  regret {r.regret:.4g}"
         reset = f"  RESET (psi {r.psi:.3g} > {r.threshold:.3g})" if r.reset else ""
-        print(f"[{self.plant.name}] t={r.t:<4d} {gains}  -> {meas}{regret}  |D|={r.dataset_size}{reset}",
+        print(f"[{self.client.plant}] t={r.t:<4d} {gains}  -> {meas}{regret}  |D|={r.dataset_size}{reset}",
               file=self.out, flush=True)
 

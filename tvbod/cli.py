@@ -27,7 +27,7 @@ COMMANDS = {
     "repair": ("tvbod.service.repair_cmd", "rebuild a quarantined plant from its history "
                "(offline)"),
     "keygen": ("tvbod.service.keygen", "create a CURVE key pair"),
-    "demo": ("tvbod.demo", "the daemon with both demo plants, end to end (make demo)"),
+    "demo": ("tvbod.demo", "the daemon with the demo plants, end to end (make demo)"),
 }
 #: bench name -> help; the bench's module is `tvbod.bench.<name, with "_" for "-">`
 _BENCH_HELP = {
@@ -44,6 +44,7 @@ _BENCH_HELP = {
     "stopping-time": "Monte Carlo study of the trigger's stopping time (the paper's 30,000 runs "
                      "per eps)",
     "suite": "drift benchmark suite: plants x drift kinds x algorithms, dev / held-out split",
+    "safe-cartpole": "the shipped cartpole-safe plant file with and without safety:",
 }
 #: Benches whose module is not `tvbod.bench.<name>`.
 _BENCH_MODULE = {"suite": "tvbod.bench.suite.run"}
