@@ -1,5 +1,5 @@
 """One error root: every exception class tvbod and its adapters define derives from
-`tvbod.errors.TvbodError` (issue 11), which the core re-exports."""
+`tvbod.errors.TvbodError`, which the core re-exports."""
 
 import importlib
 import inspect

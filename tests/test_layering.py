@@ -1,4 +1,4 @@
-"""The package's layering (issue 11): the daemon and the core never import the adapters package,
+"""The package's layering: the daemon and the core never import the adapters package,
 and no two modules of tvbod import each other (directly or around a loop)."""
 
 import ast

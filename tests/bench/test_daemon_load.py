@@ -1,4 +1,4 @@
-"""`tvbod bench daemon`'s open-loop load run against a real daemon process (issue 15, item 6).
+"""`tvbod bench daemon`'s open-loop load run against a real daemon process.
 
 No timing assertions: the structure, the counts, missed slots while the daemon is stopped
 (SIGSTOP: nothing can be answered, whatever the machine's speed), and deadlines that end a phase

@@ -1,4 +1,4 @@
-"""`tvbod bench memory` (issue 15, "Daemon RSS <= 200 MB with 200 plants") in a tiny
+"""`tvbod bench memory` (the daemon-memory goal) in a tiny
 configuration: a real seeding through the daemon's code, a real daemon process over ZeroMQ, the
 in-process breakdown in a fresh interpreter. No size assertions that depend on the machine: the
 structure, positive numbers, and numbers that must agree with each other."""

@@ -1,4 +1,4 @@
-"""Issue 6 in the strategy: EI, adaptive kappa/lambda, A-GP-UCB and random search via the spec."""
+"""Adaptive exploration in the strategy: EI, adaptive kappa/lambda, A-GP-UCB and random search via the spec."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Strategies of one kind share their read-only Sobol candidate set (issue 15, daemon memory with
+"""Strategies of one kind share their read-only Sobol candidate set (daemon memory with
 many plants), and a shared set proposes exactly what a private copy does."""
 
 import numpy as np

@@ -1,5 +1,5 @@
 """The daemon's files and the optimizer spec share the core's validator kit: the same mistake is
-worded the same way in both, and the daemon's defaults are its dataclass's (issue 11)."""
+worded the same way in both, and the daemon's defaults are its dataclass's."""
 
 import textwrap
 

@@ -1,4 +1,4 @@
-"""Adaptive kappa/lambda and A-GP-UCB inside the daemon (issue 6): their state is part of the
+"""Adaptive kappa/lambda and A-GP-UCB inside the daemon: their state is part of the
 checkpoint and the journal replay, so SIGKILLs at random moments change nothing, and `tvbod replay`
 reproduces the session (resets included) exactly."""
 

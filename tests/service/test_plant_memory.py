@@ -1,5 +1,5 @@
 """What a plant keeps between requests, kept small without changing a reply or a checkpoint byte
-(issue 15, "Daemon RSS <= 200 MB with 200 plants"): `told_replies` holds packed tuples, a restore
+(the daemon-memory goal, docs/benchmarks.md, *Memory*): `told_replies` holds packed tuples, a restore
 reads the checkpoint's repeated strings back as one object each, and plant files with the same
 optimizer mapping share one parsed mapping and spec."""
 

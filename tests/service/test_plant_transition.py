@@ -1,4 +1,4 @@
-"""The plant's transition returns what it did (tvbod/service/transition.py, issue 11): each
+"""The plant's transition returns what it did (tvbod/service/transition.py): each
 journal record kind has its applier, a request's reply is built from the returned `Applied` with
 the request's own id, and a replay of the journal rebuilds the same replies."""
 

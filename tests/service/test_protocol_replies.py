@@ -1,4 +1,4 @@
-"""Typed replies (issue 11) encode to exactly the bytes the daemon sent before they existed.
+"""Typed replies encode to exactly the bytes the daemon sent before they existed.
 
 The hex strings were produced by tvbod 0.2.0's `encode(ok_reply(id, type, **fields))` with the
 plant's field order of that version (and `error_reply` for the error); the typed replies must

@@ -1,4 +1,4 @@
-"""State written by tvbod 0.2.0 as of main 11e3fa2, before issue 11 restructured the service
+"""State written by tvbod 0.2.0 as of main 11e3fa2, before the service was restructured
 (tests/fixtures/state-0.2.0: a daemon session with a failed tell, an observation, three resets, a
 live reload of delta_b, a stop, a restart, and a SIGKILL with proposal alpha:24 pending in the
 journal after the checkpoint) replays exactly, and today's daemon continues it."""

@@ -1,4 +1,4 @@
-"""`tvbod bench adaptive`: adaptive kappa/lambda (issue 6) against GP-UCB with fixed kappa, GP-EI and
+"""`tvbod bench adaptive`: adaptive kappa/lambda against GP-UCB with fixed kappa, GP-EI and
 Sobol random search on standard test functions, 100 evaluations, 30 trials per setting.
 
 Every algorithm is a `tvbod.core` strategy on a box: Matern-5/2 kernel (signal variance 1) on the

@@ -46,7 +46,7 @@ BETA_C1, BETA_C2 = 0.8, 4.0  # beta_t = 0.8 ln(4t)
 DELTA_B = 0.1
 PRIOR_SHAPE, PRIOR_RATE = 15.0, 10.0 / 3.0
 FORGETTING, RESET_PERIOD, DRIFT = 0.03, 29, 0.03
-#: The oracle grid of `--oracle` (issue 10): TV-GP-UCB's eps, UI-TVBO's sigma_w^2, R-GP-UCB's N(eps).
+#: The oracle grid of `--oracle`: TV-GP-UCB's eps, UI-TVBO's sigma_w^2, R-GP-UCB's N(eps).
 ORACLE_GRID = (0.005, 0.01, 0.02, 0.03, 0.05)
 #: "Within 5 % of or below" the oracle-tuned baselines (the drift issue's goal).
 ORACLE_MARGIN = 0.05

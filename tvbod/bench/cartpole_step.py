@@ -151,7 +151,7 @@ def format_table(result: dict, calls: int, warmup: int) -> str:
     return "\n".join(lines)
 
 
-#: Issue 15's goal for the step at n = 300: p50 (ms) and plants per core.
+#: The goal for the step at n = 300: p50 (ms) and plants per core.
 GOAL_N, GOAL_STEP_MS, GOAL_PLANTS = 300, 15.0, 70
 
 

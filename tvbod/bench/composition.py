@@ -1,4 +1,4 @@
-"""`tvbod bench adaptive --composition within-model|cartpole` (issue 6): ET-GP-UCB next to
+"""`tvbod bench adaptive --composition within-model|cartpole`: ET-GP-UCB next to
 ET-GP-UCB + adaptive kappa/lambda and ET-GP-UCB + A-GP-UCB, every variant on the same realisations
 as the original benchmark, with paired comparisons and reset diagnostics around the jump."""
 

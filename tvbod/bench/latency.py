@@ -13,7 +13,7 @@ points of `objective` plus noise, told one by one. One BLAS thread. Timed (`perf
 - numpy (`--compare numpy`): the plain numpy/scipy step (`numpy_step.py`): Cholesky append, 1000
   Sobol candidates in float64, one batched L-BFGS-B from the best 5; tell and ask together.
 
-Goal lines (issue 15) follow the table: ask p50 at d = 4, n = 400, tell+ask against BoTorch's and
+Goal lines follow the table: ask p50 at d = 4, n = 400, tell+ask against BoTorch's and
 the plain step there, and the worst value/ref per d; each says met, missed or not measured.
 
 value/ref: UCB at a proposal over a dense reference maximum at the same step (2^15 Sobol points +

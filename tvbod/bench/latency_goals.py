@@ -1,4 +1,4 @@
-"""The goal lines `tvbod bench latency` prints under its table (issue 15, "Ask near the floor"):
+"""The goal lines `tvbod bench latency` prints under its table:
 each goal met, MISSED, or not measured with what to add to the command."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ def ratio_text(r: float) -> str:
     return f"1-{1.0 - r:.0e}" if 1.0 - r < 1e-3 else f"{r:.4f}"
 
 
-#: Issue 15's goals at d = 4, n = 400: ask p50 (ms), BoTorch's step over tell+ask (at least),
+#: The goals at d = 4, n = 400: ask p50 (ms), BoTorch's step over tell+ask (at least),
 #: tell+ask over the plain numpy step (at most).
 GOAL_CELL, GOAL_ASK_MS, GOAL_BOTORCH, GOAL_PLAIN = (4, 400), 3.0, 20.0, 0.4
 

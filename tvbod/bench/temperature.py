@@ -33,7 +33,7 @@ DELTA_B = 0.1
 FORGETTING, RESET_PERIOD, DRIFT = 0.03, 15, 0.03
 #: The fixed forgetting floor the shipped file's `auto` replaced (told a drift rate); a row.
 FIXED_FLOOR = 0.02
-#: `--oracle` (issue 10): TV-GP-UCB's eps and UI-TVBO's sigma_w^2, and R-GP-UCB's N.
+#: `--oracle`: TV-GP-UCB's eps and UI-TVBO's sigma_w^2, and R-GP-UCB's N.
 ORACLE_GRID = (0.005, 0.01, 0.02, 0.03, 0.05)
 ORACLE_PERIODS = (5, 10, 15, 20, 30)
 

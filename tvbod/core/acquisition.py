@@ -1,5 +1,5 @@
 """Acquisitions: GP-UCB `alpha(x) = mu_D(x) + sqrt(beta_t) sigma_D(x)` with `beta_t = c1 ln(c2 t)`,
-expected improvement, and the uncertainty-penalized UCB of issue 6.
+expected improvement, and the uncertainty-penalized UCB `mu + kappa sigma - lambda sigma^2 C(x)`.
 
 The value objects `UCB`, `EI` and `PenalizedUCB` are what the maximizers (`tvbod.core.optimize`)
 take: `score(mean, var)` ranks candidates (nondecreasing in `var`, as `ExactGP.screen_best`
@@ -48,7 +48,7 @@ def kappa_ucb_grad(mean, var, dmean, dvar, kappa: float) -> tuple[np.ndarray, np
     return value, grad
 
 
-# ---------------------------------------------------------------------- issue 6 additions
+# ---------------------------------------------------------------------- EI and the uncertainty penalty
 _INV_SQRT2PI = 1.0 / math.sqrt(2.0 * math.pi)
 #: Finite-difference step for the mean's Hessian (internal coordinates) and the eigenvalue floor.
 HESSIAN_STEP = 1e-4
@@ -91,7 +91,7 @@ def kappa_ucb(mean: np.ndarray, var: np.ndarray, kappa: float) -> np.ndarray:
 
 
 def penalized_ucb(mean, var, complexity, kappa: float, lam: float) -> np.ndarray:
-    """`alpha = mu + kappa sigma - lambda U`, `U = sigma^2 C` (the uncertainty penalty of issue 6)."""
+    """`alpha = mu + kappa sigma - lambda U`, `U = sigma^2 C` (the uncertainty penalty)."""
     v = np.maximum(var, 0.0)
     return mean + kappa * np.sqrt(v) - lam * v * complexity
 

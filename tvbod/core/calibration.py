@@ -20,11 +20,8 @@ jump must show up as a large standardized residual, which re-standardizing on po
 hide. Scikit-learn's `normalize_y` and BoTorch's `Standardize` re-estimate on every fit instead;
 that is fine for a static objective and wrong for a drift detector.
 
-Measured on the cart-pole (docs/benchmarks.md, "Measurement scale"; development runs of 20,
-friction jump / no change): mean and standard deviation of 20 points caught the jump in 20/20 runs
-with no false reset in 40 runs (3 of 50 runs had one in the 50-run study); 10 points gave false
-resets in 4 of 10; the midrange and a quarter of the range (the fixed rule's shape, on 20 points)
-gave false resets and loops of up to 16-20 resets.
+Why the mean and standard deviation of `max(20, 2d + 2)` measurements, and not fewer points or
+the range: docs/benchmarks.md, "Measurement scale".
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 - `FixedBeta`: `sqrt(beta_t)`, `beta_t = c1 ln(c2 t)` on the global step (the paper's schedule).
 - `AdaptiveKappaLambda`: adaptive exploration weight and uncertainty penalty,
-  `alpha_t(x) = mu_t(x) + kappa_t sigma_t(x) - lambda_t U_t(x)`, `U_t = sigma_t^2 C_t` (issue 6):
+  `alpha_t(x) = mu_t(x) + kappa_t sigma_t(x) - lambda_t U_t(x)`, `U_t = sigma_t^2 C_t`:
   `kappa_{t+1} = clip(kappa_t exp(beta (Delta_t - Deltabar) / Deltabar), kappa_min, kappa_max)`,
   `lambda_{t+1} = clip(lambda_t (1 + gamma (I_t - Ibar) / Ibar), 0, lambda_max)`.
 - `AGPUCBScaling`: A-GP-UCB (Berkenkamp, Schoellig, Krause, JMLR 2019): lengthscales shrink by

@@ -16,7 +16,7 @@ from .sobol import MAX_DIM, scrambled_sobol
 
 #: Scores within this (relative) of the maximum tie on a finite set; the lowest index wins.
 TIE_TOLERANCE = 1e-12
-#: `budget.polish`: one L-BFGS-B problem for all starts (the default, as in tvbod <= 0.2), or the
+#: `budget.polish`: one L-BFGS-B problem for all starts (the default), or the
 #: projected Newton ascent of every start at once (`tvbod.core.newton`; opt-in: docs/benchmarks.md,
 #: *Latency*, for its effect on the cart-pole's regret).
 POLISHES = ("lbfgsb-joint", "newton")

@@ -35,9 +35,8 @@ _TOP_KEYS = {
     "forgetting", "drift_variance", "measurement", "budget", "seed", "hyperparameters",
     "reset", "acquisition", "exploration", "trigger", "forgetting_floor", "safety",
 }
-#: Default measurements that fix `measurement: auto` (at least 2d + 2). Measured on the cart-pole
-#: (docs/benchmarks.md, "Measurement scale"): 10 gave false resets in 4 of 10 runs, 20 in 0 of 40
-#: development runs and in 3 of 50 in the 50-run study.
+#: Default measurements that fix `measurement: auto` (at least 2d + 2; why this many:
+#: docs/benchmarks.md, "Measurement scale").
 CALIBRATION_POINTS = 20
 #: Largest finite domain whose Gram matrix is precomputed (m^2 float64 = 200 MB at 5000).
 MAX_FINITE_POINTS = 5000
@@ -470,7 +469,7 @@ def _parse_measurement(value) -> dict:
 
 
 def _parse_extensions(m: Mapping, strategy: str, domain: DomainSpec, kernel: KernelSpec) -> dict:
-    """`acquisition` and `exploration` (issue 6), checked against each other and the strategy."""
+    """`acquisition` and `exploration`, checked against each other and the strategy."""
     acq, xi = _parse_acquisition(m.get("acquisition", _OPT.acquisition))
     exploration = parse_exploration(m.get("exploration", {}), kernel)
     if strategy == "random-search" and ("acquisition" in m or "exploration" in m):

@@ -15,7 +15,7 @@ TRIGGERS = ("robust", "paper")
 
 @dataclass(frozen=True)
 class ExplorationSpec:
-    """How the UCB weight evolves (issue 6); see docs/configuration.md, *Exploration*.
+    """How the UCB weight evolves; see docs/configuration.md, *Exploration*.
 
     `adaptive`: `kappa0`, `[kappa_min, kappa_max]`, `lambda0` (`lambda_1`), `lambda_max`,
     `kappa_rate` (beta), `lambda_rate` (gamma), `ema` (eta), `mc_points`.

@@ -9,8 +9,8 @@ holes they leave stay resident until `malloc_trim` returns their pages.
 
 `Trimmer` calls `malloc_trim(0)` from the model threads, at most every `TRIM_INTERVAL_S`. (A fixed
 mmap threshold, `MALLOC_MMAP_THRESHOLD_=131072`, bounds RSS as well, but then each refit's
-temporaries are fresh mappings whose pages fault in at every objective evaluation: measured
-slower, docs/benchmarks.md.)
+temporaries are fresh mappings whose pages fault in at every objective evaluation, which is
+slower: docs/benchmarks.md.)
 """
 
 from __future__ import annotations

@@ -117,7 +117,6 @@ class PlantTransitions:
         size_before = self.strategy.dataset_size
         result = self.strategy.tell(np.asarray(record["x"]), record["y"], failed=bool(record["failed"]))
         # Packed until the plant's job reads it: with many plants the job may wait behind others'
-        # (without this pack the one-step burst of `tvbod bench memory` peaked at 213 MB, not 187)
         self.strategy.compact()
         self.tells += 1
         self.failed_tells += bool(record["failed"])

@@ -16,7 +16,7 @@ Two kinds of workers (the daemon file's `model_workers` and `model_worker_kind`)
   over, but the job's Python code (the polish's L-BFGS-B iterations, the refit's bookkeeping)
   takes the GIL from the loop thread, so under load every reply waits behind model work.
 - `process` (`ProcessModelWorkers`): the strategy is pickled to a worker process, prepared there
-  and pickled back (~0.8 MB and ~0.7 ms of the loop's time at n = 300), and the loop adopts the
+  and pickled back (its cost: docs/benchmarks.md, *Model workers*), and the loop adopts the
   copy; model work then never holds the loop's GIL. Pickling is exact (protocol 4: every array
   bit for bit), so both kinds compute the same numbers. Each worker process costs its own
   interpreter's memory (docs/benchmarks.md, *Model workers*).
