@@ -189,12 +189,13 @@ def test_mismatched_or_malformed_state_is_rejected(bad):
 
 
 def test_near_ties_on_a_finite_set_go_to_the_lowest_index():
-    from tvbod.core.optimize import maximize_ucb_on_set
+    from tvbod.core.acquisition import UCB
+    from tvbod.core.optimize import maximize_on_set
 
     mean = np.array([0.0, 1.0, 1.0 + 1e-15, 0.5, 1.0 - 1e-15])
-    i, _ = maximize_ucb_on_set(mean, np.zeros(5), 1.0)
+    i, _ = maximize_on_set(mean, np.zeros(5), UCB(1.0))
     assert i == 1
-    i, _ = maximize_ucb_on_set(np.array([0.0, 1.0, 1.0 + 1e-6]), np.zeros(3), 1.0)
+    i, _ = maximize_on_set(np.array([0.0, 1.0, 1.0 + 1e-6]), np.zeros(3), UCB(1.0))
     assert i == 2
 
 

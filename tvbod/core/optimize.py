@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .acquisition import UCB
 from .sobol import MAX_DIM, scrambled_sobol
 
 #: Scores within this (relative) of the maximum tie on a finite set; the lowest index wins.
@@ -160,14 +159,3 @@ def maximize_on_set(mean: np.ndarray, var: np.ndarray, acq, screen: int = Budget
     top = float(np.max(score))
     i = int(np.flatnonzero(score >= top - TIE_TOLERANCE * max(1.0, abs(top)))[0])
     return int(index[i]), float(score[i])
-
-
-def maximize_ucb_on_box(gp, t_query, beta, lower, upper, unit_candidates, shift, budget, extra=None):
-    """`maximize_on_box` with `UCB(sqrt(beta))`."""
-    return maximize_on_box(gp, t_query, UCB.from_beta(beta), lower, upper, unit_candidates, shift,
-                           budget, extra)
-
-
-def maximize_ucb_on_set(mean: np.ndarray, var: np.ndarray, beta: float) -> tuple[int, float]:
-    """`maximize_on_set` with `UCB(sqrt(beta))`."""
-    return maximize_on_set(mean, var, UCB.from_beta(beta))
