@@ -207,9 +207,11 @@ class GPUCBStrategy(GPViews, Strategy):
         threshold (or the experiment failed), and whether the cap set the value."""
         if self.safety is None:
             return y, False, False
-        told = self.capped(y, failed)
-        crossed = self.to_internal_y(y) < self.safety.level(self.output, self._sigma_f)[0]
-        return told, bool(failed or crossed), bool(failed or told != y)
+        self.settle()
+        yi, violation = self.safety.cap(0.0 if failed else self.to_internal_y(y), failed,
+                                        self.output, self._sigma_f)
+        told = float(self.output.to_measurement(yi))
+        return told, bool(violation), bool(failed or told != y)
 
     def _before_update(self, t: int, failed: bool, violation: bool, resets: bool):
         """Under `safety:`: count the violation and, if this tell resets, choose the backup from
