@@ -157,7 +157,7 @@ def test_a_failure_is_told_at_the_cap_and_shrinks_the_safe_set_around_it():
     near = np.clip(z + 0.05 * np.array([[1, 0], [-1, 0], [0, 1], [0, -1]]), 0, 1)
     sf, t = s._sigma_f, s.t
     before = s.safety.lower_bound(s.gp, np.vstack([z, near]), t, s.output, sf)
-    cap = s.capped(0.0, failed=True)
+    cap = s.measured(0.0, failed=True).told
     raw_before, fraction = list(s.output.raw_), s.safe_fraction()
     r = s.tell(x, float("nan"), failed=True)
     assert r.safety_violation and r.failed
@@ -173,8 +173,8 @@ def test_a_failure_is_told_at_the_cap_and_shrinks_the_safe_set_around_it():
 def test_a_catastrophic_measurement_is_a_violation_capped_in_the_model():
     s, _ = run(mapping(), 25)  # past the calibration: the scale is fixed
     x = s.ask()
-    scale, cap = s.output.scale_, s.capped(1e4)
-    assert THRESHOLD < cap < 1e4 and s.capped(1.0) == 1.0
+    scale, cap = s.output.scale_, s.measured(1e4).told
+    assert THRESHOLD < cap < 1e4 and s.measured(1.0).told == 1.0
     r = s.tell(x, 1e4)
     assert r.safety_violation and not r.failed
     assert s.output.to_measurement(s.gp.y_[-1]) == pytest.approx(cap)

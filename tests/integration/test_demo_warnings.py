@@ -6,7 +6,7 @@ import subprocess
 import sys
 from collections import Counter
 
-from tvbod.service.events import read_events
+from tvbod.service.event_files import read_events
 
 MAX_WARNINGS = 3
 

@@ -5,7 +5,7 @@ import json
 import subprocess
 import sys
 
-from tvbod.service.events import read_events
+from tvbod.service.event_files import read_events
 
 
 def test_daemon_and_both_adapters_tune_end_to_end(tmp_path):

@@ -1,7 +1,7 @@
 """A plant whose model work is light (workers.py `light_model`: no worker job takes it) gets its
 next proposal computed on the loop while no message waits, so its ask only journals it; the
 proposals are the same as when each ask computed its own (tvbod/service/server.py,
-`_prepare_when_idle`)."""
+`_propose_when_idle`)."""
 
 import subprocess
 import sys

@@ -16,6 +16,7 @@ from tvbod.core import make_strategy, parse_spec
 from tvbod.protocol import Ask, Tell
 from tvbod.service.config import load_plant_config
 from tvbod.service.events import PlantEventLog
+from tvbod.service.checkpoints import checkpoint_dict
 from tvbod.service.plant import PlantRuntime
 from tvbod.service.store import PlantStore
 from tvbod.service.transition import TELL_REPLY_FIELDS, bounded_add, pack_told, unpack_told
@@ -47,9 +48,9 @@ def test_a_resend_the_request_cache_forgot_gets_its_reply_back_from_the_packed_t
     rt = _runtime(tmp_path, request_cache=2)
     try:
         told = _steps(rt, 6)
-        assert all(isinstance(v, bytes) and len(v) < 100 for v in rt.told_replies.values())
+        assert all(isinstance(v, bytes) and len(v) < 100 for v in rt.state.told_replies.values())
         first, body = told[0]
-        assert str(first.request_id) not in rt.cache  # only the told_replies table knows it
+        assert str(first.request_id) not in rt.state.cache  # only the told_replies table knows it
         again = rt.tell(first).body()
         assert again == {**body, "duplicate": True}
     finally:
@@ -88,7 +89,7 @@ def test_bounded_tables_keep_insertion_order_move_a_reinserted_key_last_and_drop
 def test_a_checkpoint_is_byte_identical_after_a_restore_and_shares_its_strings(tmp_path):
     rt = _runtime(tmp_path)
     _steps(rt, 8)
-    state = rt.state()
+    state = checkpoint_dict(rt.state)
     rt.checkpoint("test")
     rt.close()
     live_bytes = msgpack.packb(state)
@@ -97,9 +98,9 @@ def test_a_checkpoint_is_byte_identical_after_a_restore_and_shares_its_strings(t
     assert list(reply) == list(TELL_REPLY_FIELDS) and reply["dataset_size"] == 8
     again = _runtime(tmp_path)
     try:
-        assert msgpack.packb(again.state()) == live_bytes
-        for key in again.told:  # one object per proposal id, as in the live plant
-            assert any(key is other for other in again.told_replies)
+        assert msgpack.packb(checkpoint_dict(again.state)) == live_bytes
+        for key in again.state.told:  # one object per proposal id, as in the live plant
+            assert any(key is other for other in again.state.told_replies)
     finally:
         again.close()
 

@@ -16,7 +16,7 @@ from tvbod.service.config import load_plant_config
 from tvbod.service.events import PlantEventLog
 from tvbod.service.plant import PlantRuntime
 from tvbod.service.store import PlantStore
-from tvbod.service.transition import Applied
+from tvbod.service.transition import Applied, apply
 
 
 def _runtime(tmp_path: Path) -> PlantRuntime:
@@ -58,12 +58,12 @@ def test_apply_returns_result_reply_and_dataset_size_before_for_a_tell(tmp_path)
         record = {"kind": "tell", "id": ask.proposal_id, "t": ask.t, "x": rt.proposal["x"],
                   "y": 1.0, "failed": False, "measurement": 1.0, "metadata": {}, "rid": "r",
                   "digest": "d"}
-        applied = rt._apply(record)
+        applied = apply(rt.state, record)
         assert isinstance(applied, Applied) and applied.record is record
         assert applied.size_before == 0 and applied.result.dataset_size == 1
-        assert applied.reply == rt.cache["r"][1] and applied.reply["t"] == 1
+        assert applied.reply == rt.state.cache["r"][1] and applied.reply["t"] == 1
         assert applied.problem is None and rt.proposal is None
-        unknown = rt._apply({"kind": "mystery", "id": "x", "t": 2})
+        unknown = apply(rt.state, {"kind": "mystery", "id": "x", "t": 2})
         assert unknown.problem == "unknown journal record kind 'mystery' skipped"
         assert unknown.reply is None and unknown.result is None
     finally:
@@ -93,7 +93,7 @@ def test_a_restart_rebuilds_the_same_replies_from_the_journal(tmp_path):
 
 def test_an_uninformed_hold_is_named_in_the_measurement_event_fields():
     from tvbod.core.strategies.base import TellResult
-    from tvbod.service.transition import _window_fields
+    from tvbod.service.tell_events import _window_fields
 
     base = dict(t=30, t_prime=30, reset=False, reset_reason=None, psi=9.0, threshold=4.0, mu=0.0,
                 sigma=0.9, dataset_size=30, test="point", window=2, window_psi=9.1,

@@ -33,7 +33,8 @@ from tvbod.protocol import decode_reply
 from tvbod.service import fsio
 from tvbod.service.config import load_daemon_config
 from tvbod.service.events import EventSink, PlantEventLog
-from tvbod.service.plant import PlantRuntime, RestoreError
+from tvbod.service.plant import PlantRuntime
+from tvbod.service.recovery import RestoreError
 from tvbod.service.event_files import load_epochs
 from tvbod.service.replay import load_history, recorded_optimizer, verify
 from tvbod.service.server import Server
@@ -214,11 +215,11 @@ class ImageChecker:
             problems = self._check_state(runtime, acked)
         finally:
             runtime.close()
-        return problems + self._check_replay(plant_dir, runtime.tells)
+        return problems + self._check_replay(plant_dir, runtime.state.tells)
 
     def _check_state(self, runtime: PlantRuntime, acked: set[str]) -> list[str]:
-        k = runtime.tells
-        told = list(runtime.told)
+        k = runtime.state.tells
+        told = list(runtime.state.told)
         problems = []
         if told != self.pids[:k] or runtime.strategy.t != k + 1:
             problems.append(f"recovered tells {told} (t={runtime.strategy.t}) are not the first {k} "

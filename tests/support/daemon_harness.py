@@ -166,7 +166,7 @@ class Daemon:
         self.stop(signal.SIGKILL)
 
     def events(self, plant: str = "alpha") -> list[dict]:
-        from tvbod.service.events import read_events
+        from tvbod.service.event_files import read_events
 
         return read_events(self.state / "plants" / plant / "events.jsonl")
 

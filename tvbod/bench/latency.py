@@ -38,7 +38,7 @@ from pathlib import Path
 from tvbod.core.optimize import TOLERANCE
 
 from .latency_goals import goal_lines, ratio_text
-from .latency_reference import _beta, _ratio_summary, _value_ratios, dense_reference, ucb_value  # noqa: F401
+from .latency_reference import _beta, _ratio_summary, _value_ratios
 
 _THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
                 "VECLIB_MAXIMUM_THREADS")

@@ -108,7 +108,7 @@ def seed(root: Path, specs: list) -> dict[str, Any]:
     try:
         for index, spec in enumerate(specs):
             plant = server.plants[spec.name]
-            sim = SimulatedPlant(spec.kind, plant.describe()["parameters"], seed=index)
+            sim = SimulatedPlant(spec.kind, plant.readouts.describe()["parameters"], seed=index)
             for k in range(spec.seed_n):
                 gains = sim.random_gains()
                 plant.observe(Observe(f"seed-{k}", plant=spec.name, gains=gains,
@@ -116,7 +116,7 @@ def seed(root: Path, specs: list) -> dict[str, Any]:
                 if (k + 1) % _SEED_SYNC_EVERY == 0 or k + 1 == spec.seed_n:
                     plant.store.journal.sync()
                     plant.synced()
-                    if plant.checkpoint_due:
+                    if plant.checkpointer.due:
                         plant.checkpoint("seed")
             sizes[spec.name] = plant.strategy.dataset_size
     finally:

@@ -173,7 +173,7 @@ def probe(config_path: str, trace: bool) -> dict[str, Any]:
     stages["restored"] = rss_mb()
     t0 = time.perf_counter()
     for plant in server.plants.values():
-        plant.prepare(propose=True)
+        plant.run_job(propose=True)
     propose_s = time.perf_counter() - t0
     stages["proposals"] = rss_mb()
     if malloc.trim():  # as the model threads do after their jobs

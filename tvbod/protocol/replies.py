@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Mapping
 
-from tvbod.protocol.wire import (  # noqa: F401 - error_reply is re-exported here too
-    error_reply, ErrorCode, is_valid_request_id, MAX_MESSAGE_BYTES, MAX_REPLY_BYTES, PROTOCOL_VERSION, ProtocolError, _bad, _is_int, _Message, _unpack, _wire_type,
+from tvbod.protocol.wire import (
+    ErrorCode, is_valid_request_id, MAX_MESSAGE_BYTES, MAX_REPLY_BYTES, PROTOCOL_VERSION, ProtocolError, _bad, _is_int, _Message, _unpack, _wire_type,
 )
 from tvbod.protocol.requests import REQUEST_TYPES
 

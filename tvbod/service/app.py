@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
 
     from tvbod.service.config import ConfigError, load_daemon_config
     from tvbod.service.events import EventSink, configure_logging
-    from tvbod.service.plant import RestoreError
+    from tvbod.service.recovery import RestoreError
     from tvbod.service.sdnotify import Notifier
     from tvbod.service.server import DaemonLockedError, Server
 

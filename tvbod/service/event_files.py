@@ -8,7 +8,7 @@ Layout in `<state_dir>/plants/<plant>/`::
                           plant's exact state where segment 2 begins
     events.jsonl          the active segment, appended to
 
-Rotation happens only right after a checkpoint (`PlantRuntime.write_checkpoint`), when the active
+Rotation happens only right after a checkpoint (`Checkpointer.write`, tvbod/service/checkpoints.py), when the active
 file has reached `events_segment_bytes`; so the event lines of every journal record after the
 newest checkpoint are always in the active file. Retention (`events_keep_segments`, 0 = keep all)
 deletes the oldest segments, and with segment `m` the `events.<m-1>.end` checkpoint it no longer

@@ -2,7 +2,7 @@
 
 Every event is a name plus fields (`log.info("reset", t=t, psi=psi)`), never a formatted string.
 Events about a plant go to stdout *and* to that plant's `events.jsonl`, so a plant's history can
-be read back (`read_events`) after the daemon's stdout is gone. Such an event is rendered once:
+be read back (`event_files.read_events`) after the daemon's stdout is gone. Such an event is rendered once:
 with the json format the stdout line is the file's line (`_JsonStdout`), not a second rendering.
 
 Non-finite floats: JSON has no NaN or infinity, so they are written as the strings `"NaN"`,
@@ -35,7 +35,7 @@ import structlog
 
 from tvbod.service import fsio
 from tvbod.service.durable import StorageError, _write_all
-from tvbod.service.event_files import read_events, rotate  # noqa: F401 - read_events re-exported
+from tvbod.service.event_files import rotate
 
 EVENT_NAMES = frozenset({
     "daemon_started", "plant_restored", "proposal", "measurement", "reset", "proposal_abandoned",

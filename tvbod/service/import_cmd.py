@@ -156,7 +156,7 @@ def read_rows(path: Path, config) -> tuple[str, list[Row]]:
     """`(format, rows)` from the file, every row checked against the plant's parameters."""
     from tvbod.core import make_strategy
     from tvbod.protocol import ProtocolError
-    from tvbod.service.plant import observation_point
+    from tvbod.service.measurement_checks import observation_point
 
     names = [p.name for p in config.parameters]
     kind, raw = records(path, [*names, "measurement"])
@@ -221,6 +221,7 @@ def apply_rows(config, plant: str, rows: list[Row], source: str, append: bool) -
     """Restore the state directory (taking the daemon's lock), observe every row the plant does
     not hold yet (every row with `append`), checkpoint."""
     from tvbod.service.events import EventSink, configure_logging
+    from tvbod.service.measurement_checks import observation_point
     from tvbod.service.server import Server
 
     configure_logging("console", stream=sys.stderr, level="warning")
@@ -239,14 +240,14 @@ def apply_rows(config, plant: str, rows: list[Row], source: str, append: bool) -
                          split_held(rows, held_ids(runtime.store.directory), first))
         resets, tag = [], uuid.uuid4().hex[:8]
         for i, row in enumerate(todo):
-            x = runtime.check_observation(row.gains)
+            x = observation_point(runtime.config, runtime.strategy, row.gains)
             metadata = {"imported_from": source, **({"source_proposal_id": row.proposal_id}
                                                     if row.proposal_id else {})}
             applied = runtime.record_observation(x, row.measurement, metadata,
                                                  f"import-{tag}-{i}", "import")
             if applied.result.reset:
                 resets.append(applied.result.t)
-            if runtime.checkpoint_due:
+            if runtime.checkpointer.due:
                 runtime.store.journal.sync()
                 runtime.checkpoint("periodic")
         runtime.store.journal.sync()
@@ -274,7 +275,7 @@ def summary(done: dict[str, Any], kind: str, path: Path, rows: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from tvbod.service.config import ConfigError, load_daemon_config
-    from tvbod.service.plant import RestoreError
+    from tvbod.service.recovery import RestoreError
     from tvbod.service.server import DaemonLockedError
 
     try:

@@ -1,17 +1,22 @@
-"""One plant inside the daemon: its strategy, pending proposal, idempotency cache and requests.
+"""One plant inside the daemon, composed of explicit collaborators.
 
-Every state change is a journal record applied by one transition, `_apply`, both live and when
-replaying the journal on start; it returns what it did (`Applied`). Live, a record is first
-appended to the journal (fsync'd), then applied, then answered: a crash at any point either loses
-an unacknowledged request (the client retries it) or replays an acknowledged one exactly (same
-seeds, same order, same result). Restore, checkpoints and reconfiguration are in recovery.py,
-what the plant reports (`hello`, `best`, `status`) in readouts.py, the measurement checks in
-measurement_checks.py.
+- `state` (`PlantState`, tvbod/service/transition.py): configuration, strategy, pending proposal
+  and the protocol's bookkeeping; changed only by `apply(state, record)`, the one transition,
+  live and on replay.
+- `store` (its journal and checkpoints on disk), `checkpointer` (tvbod/service/checkpoints.py),
+  `events` and `tell_events` (tvbod/service/tell_events.py), `readouts` (`hello`, `best`,
+  `status`; tvbod/service/readouts.py), `budget` (`slow_proposal`), `claim` (the adapter
+  driving it; claims.py). A reload switches its settings (live_reload.py).
+
+A request that changes the plant is *committed*: its record is appended to the journal, applied,
+and answered once the server's group commit fsync'd the journal: a crash at any point either
+loses an unacknowledged request (the client retries it) or replays an acknowledged one exactly
+(same seeds, same order, same result). The words of this module are named in transition.py's
+glossary.
 """
 
 from __future__ import annotations
 
-import hashlib
 import time
 from typing import Any
 
@@ -19,202 +24,118 @@ import numpy as np
 
 from tvbod.core import Strategy, make_strategy
 from tvbod.protocol import (
-    Ask, AskReply, ErrorCode, Hello, HelloReply, Observe, ObserveReply,
-    ProtocolError, Tell, TellReply,
+    Ask, AskReply, ErrorCode, Hello, HelloReply, Observe, ObserveReply, ProtocolError, Tell,
+    TellReply,
 )
+from tvbod.service import recovery
+from tvbod.service.checkpoints import CheckpointPolicy, Checkpointer, checkpoint_dict
+from tvbod.service.claims import AdapterClaim
 from tvbod.service.config import PlantConfig
 from tvbod.service.events import PlantEventLog
-from tvbod.service.measurement_checks import MeasurementChecks, observation_point
-from tvbod.service.readouts import LatencyWindow, PlantReadouts
-from tvbod.service.recovery import PlantRecovery, RestoreError
+from tvbod.service.idempotency import cached_reply, proposal_id, refuse_tell, request_digest
+from tvbod.service.measurement_checks import failure_value, guard_measurement, observation_point
+from tvbod.service.readouts import PlantReadouts, ProposalBudget
 from tvbod.service.store import PlantStore, StorageError
-from tvbod.service.transition import (
-    RECENT_IDS, Applied, PlantTransitions, bounded_add, unpack_told,
-)
-from tvbod.service.workers import Prepared, prepare_strategy
-
-__all__ = ["Applied", "LatencyWindow", "PlantRuntime", "RestoreError", "observation_point"]
+from tvbod.service.tell_events import TellEvents
+from tvbod.service.transition import Applied, PlantState, apply, replay_divergence
+from tvbod.service.workers import JobResult, run_job
 
 
-def _digest(req: Ask | Tell | Observe) -> str:
-    """What makes two requests with the same id the same request."""
-    if isinstance(req, Tell):
-        key = (req.type, req.plant, req.proposal_id, req.measurement, req.failed)
-    elif isinstance(req, Observe):
-        key = (req.type, req.plant, sorted(req.gains.items()), req.measurement)
-    else:
-        key = (req.type, req.plant)
-    return hashlib.sha256(repr(key).encode()).hexdigest()[:16]
-
-
-class PlantRuntime(PlantTransitions, PlantRecovery, PlantReadouts, MeasurementChecks):
-    """The daemon's view of one plant; the server calls `hello`, `ask`, `tell`, `status`, `tick`
-    (and `restore`, `checkpoint`, `reconfigure` from recovery.py)."""
+class PlantRuntime:
+    """The daemon's view of one plant: requests (`hello`, `ask`, `tell`, `observe`), the
+    housekeeping the server calls (`tick`, `synced`, checkpoints) and the job
+    interface the model workers use (`has_work`, `run_job`, `adopt`, `job_done`)."""
 
     def __init__(self, config: PlantConfig, store: PlantStore, events: PlantEventLog,
                  request_cache: int = 64, checkpoint_every: int = 50,
                  ask_time_budget_ms: float = 200.0, events_segment_bytes: int = 0,
                  events_keep_segments: int = 0) -> None:
-        self.config = config
+        self.state = PlantState(config, make_strategy(config.optimizer), request_cache)
         self.name = config.name
-        self.store = store
-        self.events = events
-        self.request_cache = request_cache
-        self.checkpoint_every = checkpoint_every
-        self.ask_time_budget_ms = ask_time_budget_ms
-        self.events_segment_bytes = events_segment_bytes  # 0: never rotate events.jsonl
-        self.events_keep_segments = events_keep_segments  # 0: keep every rotated segment
-        self._rotation: tuple[str, list[str]] | str | None = None  # set by write_checkpoint
-        self.strategy: Strategy = make_strategy(config.optimizer)
-        self.proposal: dict[str, Any] | None = None  # {id, t, x, gains}
+        self.store, self.events = store, events
+        self.checkpointer = Checkpointer(store, events, CheckpointPolicy(
+            checkpoint_every, events_segment_bytes, events_keep_segments))
+        self.tell_events = TellEvents(events)
+        self.readouts = PlantReadouts(self.state)
+        self.budget = ProposalBudget(events, ask_time_budget_ms)
         self.proposal_deadline: float | None = None  # monotonic
-        self.issued_at_t = 0  # proposal ids issued for the current step
-        # The bounded tables below are plain dicts in insertion order (`bounded_add`).
-        self.told: dict[str, int] = {}
-        #: proposal id -> `pack_told(request digest, reply)` of recent tells, for retries the
-        #: cache forgot
-        self.told_replies: dict[str, bytes] = {}
-        self.abandoned: dict[str, int] = {}
-        self.cache: dict[str, tuple[str, dict]] = {}
-        self.tells = 0
-        self.failed_tells = 0
-        self.records_since_checkpoint = 0
-        self.adapter: str | None = None  # the adapter driving this plant (see `claim`)
-        self.adapter_seen = 0.0  # monotonic time of its last request
-        self.latency = {"ask": LatencyWindow(), "tell": LatencyWindow()}
-        self._best: tuple[tuple, dict | None] | None = None  # (key, `best` fields) cache
-        self._held: list[Applied] = []  # tells whose events wait for the journal's fsync
-        #: the first step of the regime that had its `measurement_out_of_range` warning
-        self.out_of_range_regime: int | None = None
-        #: the step of the first model work timed since start (its one-off cost is no miss)
-        self.first_timed_step: int | None = None
+        self.claim = AdapterClaim(self.state, events)
+        self._unsynced: list[Applied] = []  # tells whose events wait for the journal's fsync
+
+    @property
+    def config(self) -> PlantConfig:
+        return self.state.config
+
+    @property
+    def strategy(self) -> Strategy:
+        return self.state.strategy
+
+    @property
+    def proposal(self) -> dict[str, Any] | None:
+        return self.state.proposal
 
     # ------------------------------------------------------------------ requests
-    def claim(self, adapter: str | None, request_id) -> None:
-        """One adapter drives a plant at a time. Its claim lasts `proposal_timeout` seconds
-        after its last request; a restarted adapter with the same name takes over at once.
-        A request without an adapter name is served only while no claim is live."""
-        now = time.monotonic()
-        live = self.adapter is not None and now - self.adapter_seen < self.config.proposal_timeout
-        if live and adapter != self.adapter:
-            raise ProtocolError(
-                ErrorCode.PLANT_CLAIMED,
-                f"plant {self.name!r} is driven by adapter {self.adapter!r} (last request "
-                f"{now - self.adapter_seen:.1f} s ago; its claim lapses after "
-                f"{self.config.proposal_timeout:g} s of silence)", request_id)
-        if adapter is None:
-            return
-        if adapter != self.adapter:
-            self.events.emit("adapter_claimed", adapter=adapter, previous=self.adapter)
-        self.adapter, self.adapter_seen = adapter, now
-
     def hello(self, req: Hello) -> HelloReply:
-        self.claim(req.adapter, req.request_id)
-        return HelloReply(req.request_id, **self.describe())
-
-    def _cached(self, req: Ask | Tell | Observe) -> dict[str, Any] | None:
-        hit = self.cache.get(str(req.request_id))
-        if hit is None:
-            return None
-        digest, reply = hit
-        if digest != _digest(req):
-            raise ProtocolError(ErrorCode.BAD_FIELD,
-                                f"request id {req.request_id!r} was already used for a different "
-                                "request; use a fresh id for every new request", req.request_id)
-        return reply
+        self.claim.check(req.adapter, req.request_id)
+        return HelloReply(req.request_id, **self.readouts.describe())
 
     def ask(self, req: Ask) -> AskReply:
         start = time.perf_counter()
-        cached = self._cached(req)
+        cached = cached_reply(self.state, req)
         if cached is not None:
             return AskReply.from_body(req.request_id, cached)
-        self.claim(req.adapter, req.request_id)
+        self.claim.check(req.adapter, req.request_id)
         if self.proposal is None:
-            x = self.strategy.ask()
-            t = self.strategy.t
-            pid = f"{self.name}:{t}" + (f".{self.issued_at_t}" if self.issued_at_t else "")
+            x, t = self.strategy.ask(), self.strategy.t  # computed here, unless a job did
+            pid = proposal_id(self.state)
             fields = self._commit({"kind": "proposal", "id": pid, "t": t, "x": x.tolist(),
-                                   "rid": str(req.request_id), "digest": _digest(req)}).reply
+                                   "rid": str(req.request_id),
+                                   "digest": request_digest(req)}).reply
             self.proposal_deadline = time.monotonic() + self.config.proposal_timeout
-            self.events.emit("proposal", t=t, proposal_id=pid, gains=self.proposal["gains"])
-            self._check_budget(t, time.perf_counter() - start)  # computed here, not prepared
+            self.events.emit("proposal", t=t, proposal_id=pid, gains=fields["gains"])
+            self.budget.check(t, time.perf_counter() - start)
         else:
-            fields = self._proposal_fields()
-            bounded_add(self.cache, str(req.request_id), (_digest(req), fields),
-                         self.request_cache)
-        self.latency["ask"].add(time.perf_counter() - start)
+            fields = self.state.proposal_fields()
+            self.state.remember(str(req.request_id), request_digest(req), fields)
+        self.readouts.latency["ask"].add(time.perf_counter() - start)
         return AskReply.from_body(req.request_id, fields)
 
     def tell(self, req: Tell) -> TellReply:
         start = time.perf_counter()
-        cached = self._cached(req)
+        cached = cached_reply(self.state, req)
         if cached is not None:
             return TellReply.from_body(req.request_id, cached, duplicate=True)
-        self.claim(req.adapter, req.request_id)
-        pid = req.proposal_id
-        if self.proposal is None or pid != self.proposal["id"]:
-            earlier = self.told_replies.get(pid)
-            digest, reply = unpack_told(earlier) if earlier is not None else (None, None)
-            if digest == _digest(req):
-                # A resend whose reply left the request cache: the journal knows its outcome.
-                return TellReply.from_body(req.request_id, reply, duplicate=True)
-            if pid in self.told:
-                raise ProtocolError(ErrorCode.DUPLICATE_TELL,
-                                    f"proposal {pid!r} was already told (step {self.told[pid]})",
-                                    req.request_id)
-            if pid in self.abandoned:
-                raise ProtocolError(ErrorCode.STALE_PROPOSAL,
-                                    f"proposal {pid!r} was abandoned after its timeout; ask again",
-                                    req.request_id)
-            step = self._issued_step(pid)
-            if step is not None:
-                raise ProtocolError(
-                    ErrorCode.STALE_PROPOSAL,
-                    f"proposal {pid!r} was issued for step {step}; the plant is at step "
-                    f"{self.strategy.t} and remembers the outcomes of its last {RECENT_IDS} "
-                    "proposals only; ask for a new proposal", req.request_id)
-            raise ProtocolError(ErrorCode.UNKNOWN_PROPOSAL,
-                                f"proposal {pid!r} is not the pending proposal of {self.name!r}"
-                                + (f" (pending: {self.proposal['id']!r})" if self.proposal else ""),
-                                req.request_id)
-        x = np.asarray(self.proposal["x"])
+        self.claim.check(req.adapter, req.request_id)
+        proposal = self.proposal
+        if proposal is None or req.proposal_id != proposal["id"]:
+            return TellReply.from_body(req.request_id, refuse_tell(self.state, req),
+                                       duplicate=True)
+        x = np.asarray(proposal["x"])
         if req.failed:
-            y = self._failure_value(x, req.request_id)
+            y = failure_value(self.config, self.strategy, x, req.request_id)
         else:
             y = float(req.measurement)
-            self._guard_measurement(y, req.request_id)
-        t = self.proposal["t"]
+            guard_measurement(self.config, self.strategy, y, req.request_id)
         applied = self._commit({
-            "kind": "tell", "id": pid, "t": t, "x": self.proposal["x"], "y": y,
-            "failed": req.failed, "measurement": req.measurement, "metadata": req.metadata,
-            "rid": str(req.request_id), "digest": _digest(req)})
-        self._held.append(applied)
-        self.latency["tell"].add(time.perf_counter() - start)
+            "kind": "tell", "id": req.proposal_id, "t": proposal["t"], "x": proposal["x"],
+            "y": y, "failed": req.failed, "measurement": req.measurement,
+            "metadata": req.metadata, "rid": str(req.request_id),
+            "digest": request_digest(req)})
+        self.readouts.latency["tell"].add(time.perf_counter() - start)
         return TellReply.from_body(req.request_id, applied.reply, duplicate=False)
-
-    def _issued_step(self, pid: str) -> int | None:
-        """The step of a proposal id this plant issued before its current step (ids are
-        `NAME:t` or `NAME:t.k`, tvbod/service/plant.py `ask`), else None."""
-        prefix = f"{self.name}:"
-        if not isinstance(pid, str) or not pid.startswith(prefix):
-            return None
-        step, _, again = pid[len(prefix):].partition(".")
-        if not step.isdigit() or (again and not again.isdigit()):
-            return None
-        return int(step) if 1 <= int(step) < self.strategy.t else None
 
     def observe(self, req: Observe) -> ObserveReply:
         """A measurement taken elsewhere: journaled, applied and evented like a tell. It is a
         step: it gets the plant's next `t` (docs/protocol.md, observe)."""
         start = time.perf_counter()
-        cached = self._cached(req)
+        cached = cached_reply(self.state, req)
         if cached is not None:
             return ObserveReply.from_body(req.request_id, cached, duplicate=True)
-        self.claim(req.adapter, req.request_id)
-        x = self.check_observation(req.gains, req.request_id)
+        self.claim.check(req.adapter, req.request_id)
+        x = observation_point(self.config, self.strategy, req.gains, req.request_id)
         applied = self.record_observation(x, req.measurement, req.metadata, str(req.request_id),
-                                          _digest(req))
-        self.latency["tell"].add(time.perf_counter() - start)
+                                          request_digest(req))
+        self.readouts.latency["tell"].add(time.perf_counter() - start)
         return ObserveReply.from_body(req.request_id, applied.reply, duplicate=False)
 
     def record_observation(self, x: np.ndarray, y: float, metadata: dict, rid: str,
@@ -226,30 +147,46 @@ class PlantRuntime(PlantTransitions, PlantRecovery, PlantReadouts, MeasurementCh
                 ErrorCode.PROPOSAL_PENDING,
                 f"plant {self.name!r} has proposal {self.proposal['id']!r} pending; tell it (or "
                 f"let it time out after {self.config.proposal_timeout:g} s) before observing", rid)
-        self._guard_measurement(float(y), rid)
+        guard_measurement(self.config, self.strategy, float(y), rid)
         t = self.strategy.t
         applied = self._commit({
             "kind": "observe", "id": f"{self.name}:{t}.observed", "t": t, "x": x.tolist(),
             "y": float(y), "failed": False, "measurement": float(y), "metadata": metadata,
             "rid": rid, "digest": digest})
-        self._held.append(applied)
         return applied
 
     def record_tell(self, step: dict[str, Any], rid: str) -> Applied:
         """Journal and apply a recorded step as the proposal and tell it was (`tvbod repair`
         rebuilding a plant from its history): `step` has the `measurement` event's `t`,
         `proposal_id`, `x`, `measurement` (the value told), `failed`, `raw_measurement` and
-        `metadata`. The tell is guarded like a live one."""
+        `metadata`. The tell is guarded like a live one; the proposal is checked against the
+        strategy's as on replay (a divergence is the record's: it is used)."""
         y = float(step["measurement"])
-        self._guard_measurement(y, rid)
+        guard_measurement(self.config, self.strategy, y, rid)
         pid, t, x = step["proposal_id"], int(step["t"]), list(step["x"])
-        self._commit({"kind": "proposal", "id": pid, "t": t, "x": x, "rid": f"{rid}-ask",
-                      "digest": rid})
+        proposal = {"kind": "proposal", "id": pid, "t": t, "x": x, "rid": f"{rid}-ask",
+                    "digest": rid}
+        replay_divergence(self.state, proposal)
+        self._commit(proposal)
         applied = self._commit({
             "kind": "tell", "id": pid, "t": t, "x": x, "y": y, "failed": bool(step["failed"]),
             "measurement": step.get("raw_measurement", y), "metadata": step.get("metadata") or {},
             "rid": rid, "digest": rid})
-        self._held.append(applied)
+        return applied
+
+    def _commit(self, record: dict[str, Any]) -> Applied:
+        """Journal then apply a record (a `StorageError` propagates: the server answers it).
+        The fsync is the server's group commit, before any reply of the batch is sent; a
+        measurement's events wait for it (`synced`)."""
+        try:
+            self.store.journal.append(record, sync=False)
+        except StorageError as exc:
+            self.events.emit("storage_error", level="error", what="journal", error=str(exc))
+            raise
+        applied = apply(self.state, record)
+        self.checkpointer.records_since += 1
+        if applied.result is not None:
+            self._unsynced.append(applied)
         return applied
 
     def synced(self) -> None:
@@ -258,9 +195,9 @@ class PlantRuntime(PlantTransitions, PlantRecovery, PlantReadouts, MeasurementCh
         Held back until now, so that a power cut cannot leave a `measurement` line (the history
         replay reads) for a tell whose journal record it took away, i.e. one never acknowledged.
         """
-        held, self._held = self._held, []
-        for applied in held:
-            self._emit_tell_events(applied)
+        unsynced, self._unsynced = self._unsynced, []
+        for applied in unsynced:
+            self.tell_events.emit(applied, self.strategy, self.config)
 
     # ------------------------------------------------------------------ housekeeping
     def tick(self, now: float) -> None:
@@ -277,60 +214,71 @@ class PlantRuntime(PlantTransitions, PlantRecovery, PlantReadouts, MeasurementCh
         self.events.emit("proposal_abandoned", t=t, proposal_id=pid,
                          timeout_s=self.config.proposal_timeout)
 
-    def needs_preparation(self, propose: bool) -> bool:
+    def restore(self) -> dict[str, Any]:
+        """Checkpoint + journal replay (tvbod/service/recovery.py)."""
+        return recovery.restore(self)
+
+    def record_optimizer(self) -> str:
+        """Keep the optimizer mapping as `optimizers/<fingerprint>.json` in the plant's directory
+        (events name it by fingerprint: a 50x50 kernel matrix does not belong in a log line)."""
+        self.store.write_optimizer(self.config.fingerprint, self.config.optimizer_mapping)
+        return self.config.fingerprint
+
+    def checkpoint(self, reason: str) -> None:
+        """Write a checkpoint of everything journaled so far and start a fresh journal."""
+        self.synced()  # the checkpoint makes every applied record durable
+        try:
+            path = self.checkpointer.write(checkpoint_dict(self.state))
+        except StorageError as exc:
+            self.checkpointer.done(None, exc, reason, self.strategy.t)
+            raise
+        self.checkpointer.done(path, None, reason, self.strategy.t)
+
+    # ------------------------------------------------------------------ jobs (workers.py)
+    def has_work(self, propose: bool) -> bool:
         """True when a job has work: the deferred refit, or (`propose`) the next proposal."""
         if propose:
             return self.proposal is None and not self.strategy.proposal_ready
         return not self.strategy.settled
 
-    def propose_ahead(self) -> None:
-        """The next proposal computed before the ask comes (the loop's idle time, server.py): the
-        tell's deferred work and the proposal only (no recommendation, no packed factor: this is
-        for plants whose model work is light). An error is reported as a job's would be; the ask
-        then computes the proposal again and answers the error."""
+    def propose_on_loop(self) -> None:
+        """The next proposal computed on the loop before the ask comes (its idle time,
+        server.py): the tell's deferred work and the proposal only (no recommendation: this is
+        for plants whose model work is light). An error is reported as a job's would be; the
+        ask then computes the proposal again and answers the error."""
         start = time.perf_counter()
         try:
             self.strategy.ask()
         except Exception as exc:  # noqa: BLE001 - the loop must go on
-            self.prepared(Prepared(self.strategy.t, time.perf_counter() - start, error=exc))
+            self.job_done(JobResult(self.strategy.t, time.perf_counter() - start, error=exc))
             return
-        self._check_budget(self.strategy.t, time.perf_counter() - start)
+        self.budget.check(self.strategy.t, time.perf_counter() - start)
 
-    def prepare(self, propose: bool) -> tuple[tuple, dict | None]:
-        """The next step's model work, on a worker thread (tvbod/service/workers.py): the tell's
+    def run_job(self, propose: bool) -> tuple[tuple, dict | None]:
+        """The next step's job, on a worker thread (tvbod/service/workers.py): the tell's
         deferred refit (`settle`), with `propose` the next proposal, and the recommendation;
         returns the `best` cache entry. Deterministic, so it changes no outcome, only when the
         work is done: a proposal is a pure function of the state and the step's seed."""
-        return self._best_entry(prepare_strategy(self.strategy, propose))
+        return self.readouts.entry(run_job(self.strategy, propose))
 
     def adopt(self, strategy: Strategy, rec) -> tuple[tuple, dict | None]:
         """A process worker's job, back on the loop thread: `strategy` is this plant's strategy
-        after `prepare_strategy` ran on a copy of it (pickled there and back, bit for bit), `rec`
-        the recommendation it computed; returns the `best` cache entry as `prepare` does."""
-        self.strategy = strategy
-        return self._best_entry(rec)
+        after `run_job` ran on a copy of it (pickled there and back, bit for bit), `rec` the
+        recommendation it computed; returns the `best` cache entry as `run_job` does."""
+        self.state.strategy = strategy
+        return self.readouts.entry(rec)
 
-    def prepared(self, outcome) -> None:
+    def job_done(self, outcome: JobResult) -> None:
         """A job's result, back on the loop thread: the `best` cache, `slow_proposal`, errors."""
         if outcome.error is not None:
             self.events.emit("internal_error", level="error", where="prepare",
                              error=repr(outcome.error))
             return
-        self._best = outcome.best
-        self._check_budget(outcome.t, outcome.seconds)
+        self.readouts.best_entry = outcome.best
+        self.budget.check(outcome.t, outcome.seconds)
 
-    def _check_budget(self, t: int, seconds: float) -> None:
-        """`slow_proposal` when computing step `t`'s proposal took longer than the daemon file's
-        `ask_time_budget_ms` (in an ask, a model job or the loop's idle time alike); not for the
-        first step whose work is timed after a start (a restored plant may settle, then propose,
-        for it), whose one-off costs (imports, caches, a restored state's first factorization) say
-        nothing of the budget."""
-        ms = seconds * 1e3
-        if self.first_timed_step is None:
-            self.first_timed_step = t
-        if ms > self.ask_time_budget_ms and t != self.first_timed_step:
-            self.events.emit("slow_proposal", level="warning", t=t, ms=round(ms, 1),
-                             budget_ms=self.ask_time_budget_ms)
+    def status(self, with_best: bool = False, busy: bool = False) -> dict[str, Any]:
+        return self.readouts.status(self.claim.adapter, with_best, busy)
 
     def close(self) -> None:
         self.store.close()

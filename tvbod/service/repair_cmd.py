@@ -73,6 +73,7 @@ def rebuild(config, plant_config, steps: list[dict[str, Any]], state_dir: Path) 
 
     from tvbod.protocol import ProtocolError
     from tvbod.service.events import EventSink
+    from tvbod.service.measurement_checks import observation_point
     from tvbod.service.plant import PlantRuntime
     from tvbod.service.store import PlantStore
 
@@ -90,7 +91,8 @@ def rebuild(config, plant_config, steps: list[dict[str, Any]], state_dir: Path) 
                     raise RepairError(f"the history jumps from step {runtime.strategy.t - 1} to "
                                       f"{step['t']}")
                 if step.get("observed"):
-                    x = runtime.check_observation(plant_config.gains(np.asarray(step["x"])), rid)
+                    x = observation_point(runtime.config, runtime.strategy,
+                                          plant_config.gains(np.asarray(step["x"])), rid)
                     runtime.record_observation(x, float(step["measurement"]),
                                                step.get("metadata") or {}, rid, rid)
                 else:
@@ -100,7 +102,7 @@ def rebuild(config, plant_config, steps: list[dict[str, Any]], state_dir: Path) 
                 reason = getattr(exc, "message", None) or str(exc)
                 break
             kept += 1
-            if runtime.checkpoint_due:
+            if runtime.checkpointer.due:
                 runtime.store.journal.sync()
                 runtime.checkpoint("periodic")
         runtime.store.journal.sync()

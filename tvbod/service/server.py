@@ -1,8 +1,10 @@
 """The daemon's event loop: one ROUTER socket, one thread, every plant's state owned by the loop.
 
-Messages are validated, dispatched through a plain dict of handlers, and every exception becomes
-an error reply in exactly one place (`_handle`, tvbod/service/requests.py), so no client mistake
-can stop the loop. Signal handlers only set a flag and write to a wake-up socket that the poller
+The server is composed of parts that receive their context explicitly: the `PlantHost`
+(hosted.py: the plants, the quarantined ones, sink, metrics, model workers), the
+`RequestHandler` (requests.py: every exception becomes an error reply in one place, so no client
+mistake can stop the loop), the `GroupCommit` (group_commit.py) and the live reload
+(live_reload.py). Signal handlers only set a flag and write to a wake-up socket that the poller
 watches. The sockets are bound by tvbod/service/binding.py.
 """
 
@@ -15,29 +17,23 @@ import signal
 import socket
 import time
 import sys
-from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
 
 import zmq
 
 from tvbod.errors import TvbodError
-from tvbod.protocol import Reply
 from tvbod.service.binding import bind_router, probe_endpoint
 from tvbod.service.config import DaemonConfig
 from tvbod.service.events import EventSink
-from tvbod.service.group_commit import GroupCommit
 from tvbod.service.faults import from_environment
+from tvbod.service.group_commit import GroupCommit
+from tvbod.service.hosted import PlantHost
+from tvbod.service.live_reload import reload
 from tvbod.service.metrics import Metrics
 from tvbod.service.plant import PlantRuntime
-from tvbod.service.live_reload import LiveReload
-from tvbod.service.requests import ClientErrorLimiter, RequestHandling
+from tvbod.service.requests import RequestHandler
 from tvbod.service.sdnotify import Notifier, status_line
-from tvbod.service.store import PlantStore
 from tvbod.service.workers import ModelWorkers, ProcessModelWorkers
-
-__all__ = ["DaemonLockedError", "Server", "probe_endpoint"]
 
 #: Messages handled per poll wake-up before housekeeping gets a turn.
 _BATCH = 256
@@ -56,46 +52,54 @@ class DaemonLockedError(TvbodError):
     """Another daemon holds the state directory, or serves one of the configured endpoints."""
 
 
-class Server(RequestHandling, LiveReload, GroupCommit):
+class Server:
     """Hosts one `PlantRuntime` per configured plant behind a ZeroMQ ROUTER socket."""
 
     def __init__(self, config: DaemonConfig, sink: EventSink, notifier: Notifier | None = None,
                  metrics: Metrics | None = None) -> None:
-        self.config = config
-        self.metrics = metrics or Metrics()
         self.sink = sink
         self.notifier = notifier or Notifier(None)
         self._status_dirty = True
         self._status_sent = 0.0
-        self.plants: dict[str, PlantRuntime] = {}
-        #: configured plants whose state could not be restored -> why (`_open_or_quarantine`)
-        self.quarantined: dict[str, str] = {}
         self.ctx: zmq.Context | None = None
         self.sock: zmq.Socket | None = None
-        self.started = time.time()
         self.stop_requested = False
         self.reload_requested = False
         self.exit_code = 0
-        self.messages = 0
-        self._sync_pool: ThreadPoolExecutor | None = None
         self._lock_fd: int | None = None
         self._guard = None  # the ZAP authenticator when CURVE is configured
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
-        self._errors = ClientErrorLimiter()
-        self._writer, self._fault_check, hold = from_environment()
-        self._workers = _WORKERS[config.model_worker_kind](config.model_workers, self._wake_w, hold)
-        #: plants whose next proposal the loop computes when idle (`_prepare_when_idle`), in order
-        self._idle_prep: dict[str, None] = {}
-        #: requests held while their plant's job runs, per plant / `status` of all plants
-        self._parked: dict[str, deque] = {}
-        self._parked_status: list[tuple] = []
-        self._handlers: dict[str, Callable[[Any], Reply]] = {
-            "hello": self._hello, "ask": self._ask, "tell": self._tell,
-            "status": self._status, "ping": self._ping,
-            "best": self._best, "observe": self._observe,
-        }
+        writer, fault_check, hold = from_environment()
+        workers = _WORKERS[config.model_worker_kind](config.model_workers, self._wake_w, hold)
+        self.host = PlantHost(config, sink, metrics or Metrics(), workers, writer)
+        self.requests = RequestHandler(self.host, fault_check)
+        self.commit = GroupCommit(self.host)
+
+    @property
+    def config(self) -> DaemonConfig:
+        return self.host.config
+
+    @property
+    def plants(self) -> dict[str, PlantRuntime]:
+        return self.host.plants
+
+    @property
+    def quarantined(self) -> dict[str, str]:
+        return self.host.quarantined
+
+    @property
+    def messages(self) -> int:
+        return self.host.messages
+
+    @property
+    def metrics(self) -> Metrics:
+        return self.host.metrics
+
+    @metrics.setter
+    def metrics(self, metrics: Metrics) -> None:
+        self.host.metrics = metrics
 
     # ------------------------------------------------------------------ lifecycle
     def open(self) -> None:
@@ -103,59 +107,24 @@ class Server(RequestHandling, LiveReload, GroupCommit):
 
         A `state_dir` named in the daemon file is created only if its parent exists: a typo
         must not silently start an empty history somewhere else."""
-        state_dir = Path(self.config.state_dir)
-        if self.config.state_dir_configured and not state_dir.parent.is_dir():
+        config = self.config
+        state_dir = Path(config.state_dir)
+        if config.state_dir_configured and not state_dir.parent.is_dir():
             raise DaemonLockedError(
                 f"state_dir {state_dir} does not exist, nor does its parent {state_dir.parent} "
-                f"(a typo in {self.config.path}?); create it (mkdir -p) if that is the place")
+                f"(a typo in {config.path}?); create it (mkdir -p) if that is the place")
         state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._lock_fd = os.open(state_dir / "daemon.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise DaemonLockedError(f"another tvbod daemon is using the state directory {state_dir}")
-        for endpoint in self.config.endpoints:
+        for endpoint in config.endpoints:
             problem = probe_endpoint(endpoint)
             if problem:
                 raise DaemonLockedError(problem)
-        for pc in self.config.plants:
-            self._open_or_quarantine(pc)
-
-    def _open_or_quarantine(self, pc) -> bool:
-        """Serve plant `pc`, or set it aside when its state cannot be restored (a torn or
-        poisoned state, a configuration it does not fit): the daemon then serves every other
-        plant and answers this one's requests with `plant_unavailable`. Its files are kept as
-        they are; a restart or a reload (SIGHUP) tries again. True if the plant is served."""
-        try:
-            self.plants[pc.name] = self._open_plant(pc)
-        except Exception as exc:  # noqa: BLE001 - one plant's state must not stop the others
-            reason = str(exc) if isinstance(exc, TvbodError) else f"{type(exc).__name__}: {exc}"
-            self.quarantined[pc.name] = reason
-            self.sink.emit("plant_quarantined", level="error", plant=pc.name, reason=reason,
-                           directory=str(Path(self.config.state_dir) / "plants" / pc.name))
-            self.metrics.quarantined(pc.name, True)
-            return False
-        if self.quarantined.pop(pc.name, None) is not None:
-            self.metrics.quarantined(pc.name, False)
-        return True
-
-    def _open_plant(self, pc) -> PlantRuntime:
-        store = PlantStore(Path(self.config.state_dir), pc.name, writer=self._writer)
-        store.directory.mkdir(parents=True, exist_ok=True)
-        runtime = PlantRuntime(
-            pc, store, self.sink.plant(pc.name, store.events_path),
-            request_cache=self.config.request_cache,
-            checkpoint_every=self.config.checkpoint_every,
-            ask_time_budget_ms=self.config.ask_time_budget_ms,
-            events_segment_bytes=self.config.events_segment_bytes,
-            events_keep_segments=self.config.events_keep_segments,
-        )
-        try:
-            runtime.restore()
-        except Exception:
-            runtime.close()
-            raise
-        return runtime
+        for pc in config.plants:
+            self.host.open_or_quarantine(pc)
 
     def bind(self) -> list[str]:
         """Bind the ROUTER on every configured endpoint (ipc sockets are owner-only)."""
@@ -193,18 +162,18 @@ class Server(RequestHandling, LiveReload, GroupCommit):
         poller.register(self._wake_r.fileno(), zmq.POLLIN)
         self._start_jobs()
         while not self.stop_requested:
-            ready = dict(poller.poll(0 if self._idle_prep else _IDLE_POLL_MS))
+            ready = dict(poller.poll(0 if self.requests.idle_proposals else _IDLE_POLL_MS))
             if self._wake_r.fileno() in ready:
                 self._drain_wakeups()
             replies: list[list[bytes]] = []
             if self.reload_requested:
                 self.reload_requested = False
                 self.notifier.reloading()
-                replies += self._collect(self._workers.wait_all())
-                self.reload()
+                replies += self._collect(self.host.workers.wait_all())
+                reload(self.host)
                 self._start_jobs()
                 self.notifier.ready(self.status_line())
-            replies += self._collect(self._workers.collect())
+            replies += self._collect(self.host.workers.collect())
             if self.sock in ready:
                 replies += self._drain_socket()
             now = time.monotonic()
@@ -215,27 +184,29 @@ class Server(RequestHandling, LiveReload, GroupCommit):
             if self._status_dirty and now - self._status_sent >= 1.0:  # at most 1 STATUS= per s
                 self._status_dirty, self._status_sent = False, now
                 self.notifier.status(self.status_line())
-            if not self._sync_journals():
+            if not self.commit.sync_journals():
+                self.exit_code, self.stop_requested = 1, True
                 return  # nothing of this batch is acknowledged; restart recovers from disk
             for plant in self.plants.values():
                 plant.synced()  # now the tells' event lines may be written
             for frames in replies:
                 self._send(frames)
-            self._checkpoint_due_plants()
-            self._prepare_when_idle()
+            self.commit.checkpoint_due_plants()
+            self._propose_when_idle()
 
-    def _prepare_when_idle(self) -> None:
+    def _propose_when_idle(self) -> None:
         """Compute one light plant's next proposal (workers.py `light_model`: no worker job takes
         it) on the loop while no message waits, so that its ask, sent after the tell's reply,
         only journals it. A message that arrives meanwhile waits for one plant's model work at
         most, the work its own ask would have cost; as with a worker job, no result depends on
         when this runs (a proposal is a pure function of the state and the step's seed)."""
-        while self._idle_prep and not self.sock.get(zmq.EVENTS) & zmq.POLLIN:
-            name = next(iter(self._idle_prep))
-            del self._idle_prep[name]
+        idle = self.requests.idle_proposals
+        while idle and not self.sock.get(zmq.EVENTS) & zmq.POLLIN:
+            name = next(iter(idle))
+            del idle[name]
             plant = self.plants.get(name)  # None: removed by a reload
-            if plant is not None and not self._workers.busy(name) and plant.needs_preparation(True):
-                plant.propose_ahead()
+            if plant is not None and not self.host.workers.busy(name) and plant.has_work(True):
+                plant.propose_on_loop()
                 return
 
     def _collect(self, finished) -> list[list[bytes]]:
@@ -248,15 +219,17 @@ class Server(RequestHandling, LiveReload, GroupCommit):
         for name, outcome in finished:
             plant = self.plants.get(name)
             if plant is not None:
-                plant.prepared(outcome)
+                plant.job_done(outcome)
                 collected.append(plant)
-        self._checkpoint_due_plants(collected)
-        return self._resume([p.name for p in collected]) if collected or self._parked_status else []
+        self.commit.checkpoint_due_plants(collected)
+        if not collected and not self.requests.parked_status:
+            return []
+        return self.requests.resume([p.name for p in collected])
 
     def _start_jobs(self) -> None:
         """Prepare every plant whose next step is not computed (at start, after a reload)."""
         for plant in self.plants.values():
-            self._workers.start(plant)
+            self.host.workers.start(plant)
 
     def status_line(self) -> str:
         """The `STATUS=` text for systemd: plants, their adapters and last resets."""
@@ -283,7 +256,7 @@ class Server(RequestHandling, LiveReload, GroupCommit):
                     break
                 raise
             n += 1
-            reply = self._handle(frames)
+            reply = self.requests.handle(frames)
             if reply is not None:
                 replies.append(reply)
         return replies
@@ -299,8 +272,8 @@ class Server(RequestHandling, LiveReload, GroupCommit):
     def shutdown(self) -> None:
         """Checkpoint every plant, close the socket (linger 0) and release the lock."""
         self.notifier.stopping()
-        self._workers.wait_all()  # a job's result is recomputable; the checkpoint needs it done
-        self._workers.shutdown()
+        self.host.workers.wait_all()  # a job's result is recomputable; the checkpoint needs it
+        self.host.workers.shutdown()
         for plant in self.plants.values():
             try:
                 plant.checkpoint("stop")
@@ -318,8 +291,7 @@ class Server(RequestHandling, LiveReload, GroupCommit):
         # --- end security
         self._wake_r.close()
         self._wake_w.close()
-        if self._sync_pool is not None:
-            self._sync_pool.shutdown()
+        self.commit.shutdown()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None

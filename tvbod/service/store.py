@@ -32,12 +32,11 @@ import msgpack
 
 from tvbod.protocol import PLANT_NAME_PATTERN, is_valid_plant_name
 from tvbod.service import fsio
-from tvbod.service.durable import (  # noqa: F401 - the file format's names, re-exported
-    _CK_HEADER, _CK_MAGIC, _JN_HEADER, _REC_HEADER, MAX_RECORD_BYTES, SCHEMA_VERSION,
-    StorageError, UnsupportedSchema, Writer, _fsync_dir, _move_aside, _pack, _Unusable,
-    _write_durable,
+from tvbod.service.durable import (
+    _CK_HEADER, _CK_MAGIC, SCHEMA_VERSION, StorageError, UnsupportedSchema, Writer, _fsync_dir,
+    _move_aside, _pack, _Unusable, _write_durable,
 )
-from tvbod.service.journal import Journal, JournalRead  # noqa: F401 - re-exported
+from tvbod.service.journal import Journal
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Model work off the reply path: each plant's next step prepared on a worker thread or process.
+"""Model work off the reply path: each plant's job (its next step's model work) on a worker
+thread or process.
 
 A tell is answered once its record is journaled and the trigger has decided. What only shapes
 the next step (the MAP refit and exploration update a tell defers, `Strategy.settle`, the next
@@ -15,7 +16,7 @@ Two kinds of workers (the daemon file's `model_workers` and `model_worker_kind`)
 - `thread` (`ModelWorkers`): the job runs on the plant's own strategy in a thread. Cheap to hand
   over, but the job's Python code (the polish's L-BFGS-B iterations, the refit's bookkeeping)
   takes the GIL from the loop thread, so under load every reply waits behind model work.
-- `process` (`ProcessModelWorkers`): the strategy is pickled to a worker process, prepared there
+- `process` (`ProcessModelWorkers`): the strategy is pickled to a worker process, the job runs there
   and pickled back (its cost: docs/benchmarks.md, *Model workers*), and the loop adopts the
   copy; model work then never holds the loop's GIL. Pickling is exact (protocol 4: every array
   bit for bit), so both kinds compute the same numbers. Each worker process costs its own
@@ -38,13 +39,13 @@ from typing import Any, Callable
 from tvbod.core.recommend import recommend
 from tvbod.service.malloc import Trimmer
 
-__all__ = ["Prepared", "ModelWorkers", "ProcessModelWorkers", "prepare_strategy"]
+__all__ = ["JobResult", "ModelWorkers", "ProcessModelWorkers", "run_job"]
 #: Pickle protocol of the strategy's round trip: 4 copies every array into its own buffer (5
 #: without out-of-band buffers would too; 4 says so without reading numpy's reducer).
 _PICKLE_PROTOCOL = 4
 
 
-def prepare_strategy(strategy: Any, propose: bool):
+def run_job(strategy: Any, propose: bool):
     """The model job itself: the deferred refit (`settle`), with `propose` the next proposal, and
     the recommendation `best` reads (tvbod/core/recommend.py), returned."""
     strategy.settle()
@@ -56,7 +57,7 @@ def prepare_strategy(strategy: Any, propose: bool):
 
 
 @dataclass(frozen=True)
-class Prepared:
+class JobResult:
     """What one job did: `best` (the recommendation's cache entry, `(key, fields)`), the step `t`
     whose proposal it computed and its compute time in seconds; `error` if it raised."""
 
@@ -68,8 +69,8 @@ class Prepared:
 
 def light_model(strategy: Any) -> bool:
     """Model work cheap enough for the loop thread: no model (random search), or a finite domain
-    without MAP refits or adaptive exploration (a posterior update over the set and an argmax,
-    ~1 ms for 50 arms). A thread hand-over (a job, a wake-up, the GIL passed back and forth)
+    without MAP refits or adaptive exploration (a posterior update over the set and an
+    argmax). A thread hand-over (a job, a wake-up, the GIL passed back and forth)
     would cost such a plant more than it saves; its next ask computes the proposal inline. The
     rule reads the configuration only, so where work runs never depends on timing."""
     spec = strategy.spec
@@ -79,7 +80,7 @@ def light_model(strategy: Any) -> bool:
 
 
 class ModelWorkers:
-    """A thread pool running `plant.prepare()` for plants whose next step is not computed yet.
+    """A thread pool running `plant.run_job()` for plants whose next step is not computed yet.
 
     `start(plant)` submits a job if the plant needs one and has none running; a finished job
     wakes the loop through `wake` (the server's wake-up socket) and is handed back, on the loop
@@ -110,7 +111,7 @@ class ModelWorkers:
         """Submit `plant`'s job unless one runs or it has nothing to do: the refit a tell
         deferred and, with `propose`, the next proposal (after a tell the adapter asks next;
         after an `observe` another observation usually follows, so only an `ask` asks for one)."""
-        if plant.name in self._running or not plant.needs_preparation(propose):
+        if plant.name in self._running or not plant.has_work(propose):
             return False
         if light_model(plant.strategy):
             return False  # the next ask computes it on the loop thread
@@ -125,20 +126,20 @@ class ModelWorkers:
     def _submit(self, plant: Any, propose: bool) -> Future:
         return self._pool.submit(self._run, plant, propose)
 
-    def _outcome(self, name: str, future: Future) -> Prepared:
-        """The finished job's `Prepared`, on the loop thread."""
+    def _outcome(self, name: str, future: Future) -> JobResult:
+        """The finished job's `JobResult`, on the loop thread."""
         return future.result()
 
-    def _run(self, plant: Any, propose: bool) -> Prepared:
+    def _run(self, plant: Any, propose: bool) -> JobResult:
         if self._hold is not None:
             self._hold(plant.name)
         start = time.perf_counter()
         t = plant.strategy.t
         try:
-            best = plant.prepare(propose)
+            best = plant.run_job(propose)
         except Exception as exc:  # noqa: BLE001 - reported by the loop as an internal_error
-            return Prepared(t, time.perf_counter() - start, error=exc)
-        return Prepared(t, time.perf_counter() - start, best=best)
+            return JobResult(t, time.perf_counter() - start, error=exc)
+        return JobResult(t, time.perf_counter() - start, best=best)
 
     def _finished(self, name: str) -> None:
         """Done callback (a worker thread): queue the plant and wake the loop's poller."""
@@ -149,8 +150,8 @@ class ModelWorkers:
             pass
         self.trim()
 
-    def collect(self) -> list[tuple[str, Prepared]]:
-        """The jobs finished since the last call, `(plant name, Prepared)`; the loop thread only."""
+    def collect(self) -> list[tuple[str, JobResult]]:
+        """The jobs finished since the last call, `(plant name, JobResult)`; the loop thread only."""
         out = []
         while True:
             try:
@@ -161,7 +162,7 @@ class ModelWorkers:
             if future is not None:
                 out.append((name, self._outcome(name, future)))
 
-    def wait_all(self) -> list[tuple[str, Prepared]]:
+    def wait_all(self) -> list[tuple[str, JobResult]]:
         """Block until every running job finished; their results (reload, shutdown)."""
         out = []
         while self._running:
@@ -201,13 +202,13 @@ def _start_process_worker(daemon_pid: int) -> None:
 
 
 def _process_job(name: str, blob: bytes, propose: bool) -> tuple[bytes, Any, float]:
-    """In a worker process: `prepare_strategy` on the pickled strategy; it, pickled back, the
+    """In a worker process: `run_job` on the pickled strategy; it, pickled back, the
     recommendation and the compute time."""
     if _PROCESS_HOLD is not None:
         _PROCESS_HOLD(name)
     start = time.perf_counter()
     strategy = pickle.loads(blob)
-    rec = prepare_strategy(strategy, propose)
+    rec = run_job(strategy, propose)
     return pickle.dumps(strategy, _PICKLE_PROTOCOL), rec, time.perf_counter() - start
 
 
@@ -217,7 +218,7 @@ class ProcessModelWorkers(ModelWorkers):
 
     A worker process that dies (killed, out of memory) fails its jobs, not the daemon: the
     plants keep their own strategy, unchanged, the pool is replaced, and the next request that
-    needs the work starts it again (`Prepared.error` reports the loss as an internal_error)."""
+    needs the work starts it again (`JobResult.error` reports the loss as an internal_error)."""
 
     def __init__(self, processes: int, wake: socket.socket,
                  hold: Callable[[str], None] | None = None) -> None:
@@ -238,7 +239,7 @@ class ProcessModelWorkers(ModelWorkers):
         self._plants[plant.name] = (plant, plant.strategy.t, self._pool)
         return future
 
-    def _outcome(self, name: str, future: Future) -> Prepared:
+    def _outcome(self, name: str, future: Future) -> JobResult:
         plant, t, pool = self._plants.pop(name)
         try:
             blob, rec, seconds = future.result()
@@ -246,7 +247,7 @@ class ProcessModelWorkers(ModelWorkers):
             if pool is self._pool:  # the first of its failed jobs replaces the pool
                 pool.shutdown(wait=False)
                 self._pool = self._new_pool()
-            return Prepared(t, 0.0, error=exc)
+            return JobResult(t, 0.0, error=exc)
         except Exception as exc:  # noqa: BLE001 - reported by the loop as an internal_error
-            return Prepared(t, 0.0, error=exc)
-        return Prepared(t, seconds, best=plant.adopt(pickle.loads(blob), rec))
+            return JobResult(t, 0.0, error=exc)
+        return JobResult(t, seconds, best=plant.adopt(pickle.loads(blob), rec))

@@ -46,9 +46,25 @@ class TellResult:
     #: the share of the domain the safe set certifies once this point is in D (before the
     #: deferred refit, `settle`)
     safe_fraction: float | None = None
+    #: the told measurement on the GP's scale, in the measurement map this tell left (None: no GP)
+    scaled: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A measurement as the model takes it (`Strategy.measured`): `told`, the value recorded in
+    measurement units (under `safety:` capped one safety-prior sd past the threshold, a failure
+    at the cap); `internal`, it on the GP's scale in the measurement map now (None: no GP);
+    `violation`, it crossed the safety threshold or the experiment failed; `capped`, the cap set
+    `told` (a capped value does not calibrate the measurement map)."""
+
+    told: float
+    internal: float | None
+    violation: bool
+    capped: bool
 
 
 class Strategy(ABC):
@@ -82,10 +98,10 @@ class Strategy(ABC):
         """Report measurement `y` at `x` (any point of the domain, not only the last proposal);
         `failed`: the experiment failed and `y` is the value recorded for it."""
 
-    def capped(self, y: float, failed: bool = False) -> float:
-        """The measurement a `tell(x, y, failed)` records in the model: `y` unless a safety cap
-        applies (`GPUCBStrategy`)."""
-        return float(y)
+    def measured(self, y: float, failed: bool = False) -> Measured:
+        """What a `tell(x, y, failed)` would record, without changing anything: `y` as is (no
+        model, no scale) unless a strategy with a GP says otherwise (`GPUCBStrategy`)."""
+        return Measured(float(y), None, False, False)
 
     def settle(self) -> bool:
         """Finish the work a `tell` deferred (model refits); True if there was any.

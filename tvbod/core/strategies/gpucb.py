@@ -33,7 +33,7 @@ from ..optimize import Budget, maximize_on_box, maximize_on_set, sobol_unit
 from ..safety import SafeSet, sigma_f
 from ..spec import OptimizerSpec
 from ..trigger import decide
-from .base import Strategy, TellResult
+from .base import Measured, Strategy, TellResult
 from .build import (build_base_kernel, build_domain, build_exploration, build_kernel,  # noqa: F401
                     build_temporal, build_trigger)
 from .gpucb_state import read_state, write_state
@@ -147,15 +147,16 @@ class GPUCBStrategy(GPViews, Strategy):
         return sigma_f(self.spec.kernel.variance if self.base_kernel is None
                        else self.base_kernel.variance)
 
-    def capped(self, y: float, failed: bool = False) -> float:
-        """The measurement the GP is told for `y` (measurement units): `y` itself, or under
-        `safety:` capped one safety-prior sd past the threshold (a failure: at the cap)."""
+    def measured(self, y: float, failed: bool = False) -> Measured:
+        """What `tell(x, y, failed)` records (`Measured`), without changing anything: the one
+        place a measurement meets the safety cap (`SafeSet.cap`) and the GP's scale."""
         if self.safety is None:
-            return float(y)
+            return Measured(float(y), self.to_internal_y(y), False, False)
         self.settle()
-        yi, _ = self.safety.cap(0.0 if failed else self.to_internal_y(y), failed, self.output,
-                                self._sigma_f)
-        return float(self.output.to_measurement(yi))
+        yi, violation = self.safety.cap(0.0 if failed else self.to_internal_y(y), failed,
+                                        self.output, self._sigma_f)
+        told = float(self.output.to_measurement(yi))
+        return Measured(told, self.to_internal_y(told), bool(violation), bool(failed or told != y))
 
     def safe_fraction(self) -> float | None:
         """The share of the domain certified safe for the next step (None without `safety:`)."""
@@ -169,22 +170,22 @@ class GPUCBStrategy(GPViews, Strategy):
         """Report `y` at `x`; `failed`: the experiment failed (under `safety:` told at the cap,
         else `y` is the failure policy's value)."""
         z = self.domain.to_internal(x)
-        raw = y
-        y, violation, capped = self._safety_value(y, failed)
-        if not np.isfinite(y):
-            raise DomainError(f"measurement must be finite, got {raw!r}")
-        self.output.check(y)  # before any change: a refused measurement leaves the state as it was
+        m = self.measured(y, failed)
+        if not np.isfinite(m.told):
+            raise DomainError(f"measurement must be finite, got {y!r}")
+        self.output.check(m.told)  # before any change: a refused measurement leaves the state as it was
         self.settle()
-        t, yi, n_before = self._t, self.to_internal_y(y), self.gp.n
+        t, n_before = self._t, self.gp.n
         t_prime = t - self._t_reset
         mu, sigma = self._posterior_at(z, t)
         prior = float(self.gp.prior_variance(z[None, :], np.array([float(t)]))[0])
-        decision = decide(self.trigger, yi, mu, sigma, t_prime, n_before, self.gp.noise_variance,
-                          self.output.calibrating, prior)
+        decision = decide(self.trigger, m.internal, mu, sigma, t_prime, n_before,
+                          self.gp.noise_variance, self.output.calibrating, prior)
         resets = ((self.spec.reset_policy == "event" and decision.fired)
                   or (self.spec.reset_policy == "periodic" and t % self.spec.reset_period == 0))
-        backup = self._before_update(t, failed, violation, resets)
-        reason, burst, yi = self._update_dataset(t, z, y, yi, decision.fired, calibrate=not capped)
+        backup = self._before_update(t, failed, m.violation, resets)
+        reason, burst, yi = self._update_dataset(t, z, m.told, m.internal, decision.fired,
+                                                 calibrate=not m.capped)
         backup = self._after_update(z, reason, backup)
         self._followup = Told(t, yi, mu, reason is not None, n_before)
         self._t += 1
@@ -195,23 +196,12 @@ class GPUCBStrategy(GPViews, Strategy):
             dataset_size=self.gp.n, test=decision.test, window=decision.window,
             window_psi=decision.window_psi, window_threshold=decision.window_threshold,
             held=decision.held, uninformed=decision.uninformed, reset_burst=burst,
-            safety_violation=violation, failed=failed,
+            safety_violation=m.violation, failed=failed,
             backup=None if backup is None else self.domain.to_physical(backup).tolist(),
             safe_fraction=None if self.safety is None else self.safety.safe_fraction(
                 self.gp, self._t, self.output, self._sigma_f, self.domain, self._unit),
+            scaled=float(self.gp.y_[-1]) if self.gp.n else self.to_internal_y(m.told),
         )
-
-    def _safety_value(self, y: float, failed: bool) -> tuple[float, bool, bool]:
-        """`(value the model records, violation, capped)` for a told `y` (`failed`): `y` itself
-        without `safety:`; else the safety cap applied (`SafeSet.cap`), whether `y` crossed the
-        threshold (or the experiment failed), and whether the cap set the value."""
-        if self.safety is None:
-            return y, False, False
-        self.settle()
-        yi, violation = self.safety.cap(0.0 if failed else self.to_internal_y(y), failed,
-                                        self.output, self._sigma_f)
-        told = float(self.output.to_measurement(yi))
-        return told, bool(violation), bool(failed or told != y)
 
     def _before_update(self, t: int, failed: bool, violation: bool, resets: bool):
         """Under `safety:`: count the violation and, if this tell resets, choose the backup from

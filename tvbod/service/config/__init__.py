@@ -20,9 +20,9 @@ with `tvbod.core.spec`.
 from tvbod.core.kernels import empirical_covariance
 from tvbod.service.config.common import ConfigError
 from tvbod.service.config.daemon import (
-    DAEMON_LIMITS, DEFAULT_DAEMON_FILE, LOG_LEVELS, METRICS_DEFAULT_ADDRESS, DaemonConfig,
-    load_daemon_config,
+    DAEMON_LIMITS, LOG_LEVELS, METRICS_DEFAULT_ADDRESS, DaemonConfig, load_daemon_config,
 )
+from tvbod.service.daemon_file import DEFAULT_DAEMON_FILE
 from tvbod.service.config.endpoints import DEFAULT_ENDPOINT, default_runtime_dir, default_state_dir
 from tvbod.service.config.plants import (
     DEFAULT_MAX_MEASUREMENT_SIGMAS, FailurePolicy, ParameterConfig, PlantConfig, fingerprint,

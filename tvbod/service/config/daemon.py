@@ -19,9 +19,7 @@ from tvbod.service.config.endpoints import (
     DEFAULT_ENDPOINT, default_runtime_dir, default_state_dir, endpoints,
 )
 from tvbod.service.config.plants import PlantConfig, load_plant_config
-from tvbod.service.daemon_file import (  # noqa: F401 (DEFAULT_DAEMON_FILE: re-exported)
-    DEFAULT_DAEMON_FILE, find_daemon_file,
-)
+from tvbod.service.daemon_file import find_daemon_file
 
 if TYPE_CHECKING:
     from tvbod.service.security import CurveConfig
