@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tvbod.bench import latency, latency_reference
+from tvbod.bench import latency, latency_reference, latency_report
 from tvbod.core.acquisition import ucb
 from tvbod.core.gp import ExactGP
 from tvbod.core.kernels import ForgettingFactor, Matern52, SquaredExponential, WienerDrift
@@ -92,9 +92,9 @@ def test_dense_reference_bounds_every_point_it_is_given():
 
 
 def test_value_ratio_text_shows_the_gap():
-    assert latency._ratio_text({"median": 1.0, "worst": 1 - 1e-12, "count": 2}) == "1 (1)"
-    assert latency._ratio_text({"median": 1 - 2e-6, "worst": 0.98765, "count": 2}) == "1-2e-06 (0.9877)"
-    assert latency._ratio_text({"median": None, "worst": None, "count": 0}) == "-"
+    assert latency_report.ratio_cell({"median": 1.0, "worst": 1 - 1e-12, "count": 2}) == "1 (1)"
+    assert latency_report.ratio_cell({"median": 1 - 2e-6, "worst": 0.98765, "count": 2}) == "1-2e-06 (0.9877)"
+    assert latency_report.ratio_cell({"median": None, "worst": None, "count": 0}) == "-"
 
 
 def test_run_in_a_process_that_already_has_numpy_uses_a_pinned_child(tmp_path, capfd):

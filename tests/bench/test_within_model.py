@@ -10,15 +10,16 @@ import numpy as np
 import pytest
 
 from tvbod.bench import within_model as wm
+from tvbod.bench import within_model_functions as wmf
 
 SMALL_GRID = 8  # 64 points: the sampler tests do not need the 2,500-point grid
 
 
 def _draws(eps: float, n_draws: int, horizon: int, seed: int = 3) -> np.ndarray:
     """`n_draws` independent sequences on the small grid, `(n_draws, horizon, m)`."""
-    L = wm.sampler_factor(SMALL_GRID)
+    L = wmf.sampler_factor(SMALL_GRID)
     rng = np.random.default_rng(seed)
-    return np.stack([wm.sample_functions(L, eps, horizon, rng) for _ in range(n_draws)])
+    return np.stack([wmf.sample_functions(L, eps, horizon, rng) for _ in range(n_draws)])
 
 
 def test_sampler_marginal_variance_is_one():
@@ -39,21 +40,21 @@ def test_sampler_temporal_correlation_is_sqrt_one_minus_eps():
 def test_sampler_spatial_correlation_follows_the_se_kernel():
     # Property: corr(f_t(x), f_t(x')) = exp(-|x - x'|^2 / (2 * 0.2^2)) for grid neighbours.
     F = _draws(eps=0.05, n_draws=400, horizon=1)[:, 0, :]
-    P = wm.grid_points(SMALL_GRID)
+    P = wmf.grid_points(SMALL_GRID)
     i, j = 0, 1  # (0, 0) and (0, 1/7)
-    expected = math.exp(-np.sum((P[i] - P[j]) ** 2) / (2 * wm.LENGTHSCALE**2))
+    expected = math.exp(-np.sum((P[i] - P[j]) ** 2) / (2 * wmf.LENGTHSCALE**2))
     assert np.corrcoef(F[:, i], F[:, j])[0, 1] == pytest.approx(expected, abs=0.05)
 
 
 def test_grid_index_round_trips_every_point():
-    P = wm.grid_points(SMALL_GRID)
-    assert [wm.grid_index(p, SMALL_GRID) for p in P] == list(range(len(P)))
+    P = wmf.grid_points(SMALL_GRID)
+    assert [wmf.grid_index(p, SMALL_GRID) for p in P] == list(range(len(P)))
 
 
 def test_regret_is_non_negative_and_zero_at_the_argmax():
     F = np.random.default_rng(0).standard_normal((20, 50))
-    assert np.all(wm.regret(F, np.random.default_rng(1).integers(0, 50, 20)) >= 0)
-    assert np.all(wm.regret(F, F.argmax(axis=1)) == 0)
+    assert np.all(wmf.regret(F, np.random.default_rng(1).integers(0, 50, 20)) >= 0)
+    assert np.all(wmf.regret(F, F.argmax(axis=1)) == 0)
 
 
 def test_cases_share_algorithms_where_the_paper_reuses_them():

@@ -19,8 +19,8 @@ from tvbod.service.events import (
     PlantEventLog,
     configure_logging,
     finite_json,
-    read_events,
 )
+from tvbod.service.event_files import read_events
 from tvbod.service.store import StorageError
 
 

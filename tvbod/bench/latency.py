@@ -35,9 +35,9 @@ import sys
 import time
 from pathlib import Path
 
-from tvbod.core.optimize import TOLERANCE
 
-from .latency_goals import goal_lines, ratio_text
+from .latency_goals import goal_lines
+from .latency_report import compared, format_table, plot_latency
 from .latency_reference import _beta, _ratio_summary, _value_ratios
 
 _THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
@@ -81,10 +81,6 @@ def _compare_list(text: str) -> str:
     if not names or any(v not in COMPARES for v in names):
         raise argparse.ArgumentTypeError(f"expected botorch, numpy or botorch,numpy; got {text!r}")
     return ",".join(v for v in COMPARES if v in names)
-
-
-def _compared(st: dict) -> list[str]:
-    return (st.get("compare") or "").split(",") if st.get("compare") else []
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -155,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
             return subprocess.run(cmd, env=env, check=False).returncode
         os.environ.update({v: "1" for v in _THREAD_VARS})
     settings = _settings(args)
-    if "botorch" in _compared(settings) and importlib.util.find_spec("botorch") is None:
+    if "botorch" in compared(settings) and importlib.util.find_spec("botorch") is None:
         print(_ANCHORS_HINT, file=sys.stderr)
         return 2
     log = functools.partial(print, file=sys.stderr, flush=True)
@@ -173,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
         if not settings["cartpole_step"]:
-            _plot(result, args.out / "latency.png")
+            plot_latency(result, args.out / "latency.png")
     return 0
 
 
@@ -306,11 +302,11 @@ def measure(st: dict, log=lambda msg: None) -> dict:
     import scipy
 
     others = {}
-    if "botorch" in _compared(st):
+    if "botorch" in compared(st):
         from tvbod.bench.botorch_step import BoTorchStep
 
         others["botorch"] = BoTorchStep(NOISE_VARIANCE, lengthscale, _beta)
-    if "numpy" in _compared(st):
+    if "numpy" in compared(st):
         from tvbod.bench.numpy_step import PlainStep
 
         others["numpy"] = PlainStep(NOISE_VARIANCE, lengthscale, _beta)
@@ -327,75 +323,6 @@ def measure(st: dict, log=lambda msg: None) -> dict:
     if "botorch" in others:
         env.update(others["botorch"].versions)
     return {"settings": st, "environment": env, "rows": rows}
-
-
-# ---------------------------------------------------------------------- output
-def _ratio_text(summary: dict) -> str:
-    if not summary["count"]:
-        return "-"
-    return f"{ratio_text(summary['median'])} ({ratio_text(summary['worst'])})"
-
-
-def format_table(result: dict) -> str:
-    """The markdown table of one run."""
-    others = _compared(result["settings"])
-    head = ["d", "n", "ask p50 ms", "ask p99 ms", "ask value/ref med (worst)", "tell p50 ms",
-            "tell p99 ms", "refactor tell p50 ms", "refactor tell p99 ms", "refactor/append"]
-    for name in others:
-        head += [f"{name} p50 ms", f"{name} p99 ms", f"{name} value/ref med (worst)",
-                 f"{name}/ask", f"{name}/(ask+tell)"]
-    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-    for r in result["rows"]:
-        cells = [str(r["d"]), str(r["n"]), f"{r['ask_ms']['p50']:.2f}", f"{r['ask_ms']['p99']:.2f}",
-                 _ratio_text(r["ask_value_ratio"]), f"{r['tell_ms']['p50']:.3f}",
-                 f"{r['tell_ms']['p99']:.3f}", f"{r['tell_refactor_ms']['p50']:.3f}",
-                 f"{r['tell_refactor_ms']['p99']:.3f}",
-                 f"{r['tell_refactor_ms']['p50'] / r['tell_ms']['p50']:.1f}x"]
-        for name in others:
-            cells += [f"{r[name + '_ms']['p50']:.1f}", f"{r[name + '_ms']['p99']:.1f}",
-                      _ratio_text(r[name + "_value_ratio"]), f"{r[name + '_over_ask']:.2f}x",
-                      f"{r[name + '_over_ask_tell']:.2f}x"]
-        lines.append("| " + " | ".join(cells) + " |")
-    st = result["settings"]
-    load = result["environment"]["loadavg_1min_before_after"]
-    lines.append(
-        f"\nSE lengthscale 0.2 sqrt(d), noise variance 0.02, default budget (polish: "
-        f"{st.get('polish') or 'lbfgsb-joint'}, tolerance: "
-        f"{TOLERANCE if st.get('tolerance') is None else st['tolerance']:g}); "
-        f"{st['calls']} timed "
-        f"calls after {st['warmup']} warm-up per cell (p99 of so few calls ~ the slowest); "
-        f"value/ref over {st['ref_calls']} calls against {st['ref_candidates']} Sobol points + "
-        f"L-BFGS-B from the best {st['ref_starts']}; one BLAS thread; load average "
-        f"{load[0]:.2f} -> {load[1]:.2f} on {result['environment']['cpus']} CPUs.")
-    return "\n".join(lines)
-
-
-def _plot(result: dict, path: Path) -> None:
-    """latency.png: ask, tell and refactor tell p50 against n, one panel per d (needs matplotlib)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("no latency.png: matplotlib is not installed (pip install 'tvbod[plots]')",
-              file=sys.stderr)
-        return
-    dims = sorted({r["d"] for r in result["rows"]})
-    fig, axes = plt.subplots(1, len(dims), figsize=(3.2 * len(dims), 3.2), sharey=True, squeeze=False)
-    series = [("ask_ms", "ask"), ("tell_ms", "tell"), ("tell_refactor_ms", "tell, refactor"),
-              ("botorch_ms", "BoTorch step")]
-    for ax, d in zip(axes[0], dims):
-        rows = [r for r in result["rows"] if r["d"] == d]
-        for key, label in series:
-            if key in rows[0]:
-                ax.plot([r["n"] for r in rows], [r[key]["p50"] for r in rows], "o-", label=label)
-        ax.set(xscale="log", yscale="log", xlabel="n", title=f"d = {d}")
-    axes[0][0].set_ylabel("p50 latency, ms")
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
-    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="lower center", ncol=4, fontsize="small")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,6 +25,7 @@ def dense_reference(gp, t: int, beta: float, extra, candidates: int, starts: int
     from scipy.optimize import minimize
 
     from tvbod.core.acquisition import ucb_grad
+    from tvbod.core.gp import predict_with_grad
     from tvbod.core.optimize import sobol_unit
 
     d = gp.X_.shape[1]
@@ -33,7 +34,7 @@ def dense_reference(gp, t: int, beta: float, extra, candidates: int, starts: int
     score = np.concatenate([ucb_value(gp, c, t, beta) for c in chunks])
 
     def neg(z):
-        value, grad = ucb_grad(*gp.predict_with_grad(z[None, :], float(t)), beta)
+        value, grad = ucb_grad(*predict_with_grad(gp, z[None, :], float(t)), beta)
         return -float(value[0]), -grad[0]
 
     def polish(z0) -> float:

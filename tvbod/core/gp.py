@@ -38,7 +38,6 @@ class ExactGP:
         self._screen = Float32Screen()
         self.reset()
 
-    # ------------------------------------------------------------------ dataset
     @property
     def n(self) -> int:
         return self.y_.size
@@ -57,7 +56,6 @@ class ExactGP:
         if self._query is not None:
             self._query.reset()
 
-    # ------------------------------------------------------------------ the factor's storage
     @property
     def L_(self) -> np.ndarray:
         """The lower Cholesky factor `(n, n)`. Between steps it may be held packed
@@ -75,10 +73,9 @@ class ExactGP:
         self._L, self._L_packed = L, None
 
     def pack_factor(self) -> bool:
-        """Hold the factor as its lower triangle only, row by row (half the memory: 360 KB, not
-        720 KB, at n = 300) until it is read again; True if it was packed. A daemon packs its
-        plants' factors between steps. Exact: every factor stored here has an upper triangle of
-        exact zeros (scipy's `cholesky` clears it, `append` builds on `np.zeros`)."""
+        """Hold the factor as its lower triangle only, row by row (half the memory) until it is
+        read again; True if packed (a daemon packs its plants' factors between steps). Exact: a
+        factor here has an exact-zero upper triangle (scipy's `cholesky`, `append`'s `np.zeros`)."""
         L = self._L
         n = 0 if L is None else L.shape[0]
         if n < PACK_MIN_N:
@@ -240,41 +237,6 @@ class ExactGP:
         screening posterior, for a `score` nondecreasing in `var` (`screen.Float32Screen.best`)."""
         return self._screen.best(self, Xq, t_query, score, k)
 
-    def predict_with_grad(
-        self, Xq: np.ndarray, t_query: float = 0.0
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Mean, variance and their input gradients `(m, d)` (stationary spatial kernels only).
-
-        `d mu = dk^T alpha`, `d var = -2 dk^T K^{-1} k` (the prior variance is constant in x). With
-        `dk_j/dx = g_j (x - x_j) / l^2` (`kernel.grad_factor`) both are `(m, n)` weights times
-        `x - x_j`: two small matrix products instead of an `(m, n, d)` array.
-        """
-        Xq = np.asarray(Xq, dtype=float)
-        tq = np.array([float(t_query)])
-        prior = self.prior_variance(Xq, tq)
-        m, d = Xq.shape
-        if self.n == 0:
-            return np.zeros(m), prior, np.zeros((m, d)), np.zeros((m, d))
-        k, g = self.kernel.grad_factor(Xq, self.X_)
-        if self.temporal is not None:
-            w = self.temporal(tq, self.times_)  # (1, n)
-            k = k * w
-            g = g * w
-        V = solve_triangular(self.L_, k.T, lower=True, check_finite=False)
-        W = solve_triangular(self.L_.T, V, lower=False, check_finite=False)  # K^{-1} k, (n, m)
-        mean = V.T @ self.v_
-        var = prior - np.einsum("ij,ij->j", V, V)
-        # sum_j c_mj (x_m - x_j) = (x_m - x_0) sum_j c_mj - sum_j c_mj (x_j - x_0), x_0 = Xq[0]
-        # (centering keeps the cancellation at the scale of the query batch)
-        Xc, xc = self.X_ - Xq[0], Xq - Xq[0]
-        inv_l2 = 1.0 / self.kernel.lengthscales**2
-        C = np.concatenate([g * self.alpha_, -2.0 * (g * W.T)])  # (2m, n)
-        G = (np.concatenate([xc, xc]) * C.sum(axis=1)[:, None] - C @ Xc) * inv_l2
-        dmean, dvar = G[:m], G[m:]
-        clamped = var <= 0
-        dvar[clamped] = 0.0
-        return mean, np.maximum(var, 0.0), dmean, dvar
-
     # ------------------------------------------------------------------ finite query set
     def attach_query_set(self, Zq: np.ndarray) -> None:
         """Keep the posterior on a fixed finite set `Zq` up to date (`query_set.QuerySetPosterior`)."""
@@ -309,3 +271,39 @@ class ExactGP:
         self.fit(X[:k], y[:k], times[:k], jitter=float(state["jitter"]))
         for i in range(k, y.size):
             self.append(X[i], y[i], times[i])
+
+
+def predict_with_grad(
+    gp: ExactGP, Xq: np.ndarray, t_query: float = 0.0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """`gp`'s posterior mean, variance and their input gradients `(m, d)` (stationary spatial kernels only).
+
+    `d mu = dk^T alpha`, `d var = -2 dk^T K^{-1} k` (the prior variance is constant in x). With
+    `dk_j/dx = g_j (x - x_j) / l^2` (`kernel.grad_factor`) both are `(m, n)` weights times
+    `x - x_j`: two small matrix products instead of an `(m, n, d)` array.
+    """
+    Xq = np.asarray(Xq, dtype=float)
+    tq = np.array([float(t_query)])
+    prior = gp.prior_variance(Xq, tq)
+    m, d = Xq.shape
+    if gp.n == 0:
+        return np.zeros(m), prior, np.zeros((m, d)), np.zeros((m, d))
+    k, g = gp.kernel.grad_factor(Xq, gp.X_)
+    if gp.temporal is not None:
+        w = gp.temporal(tq, gp.times_)  # (1, n)
+        k = k * w
+        g = g * w
+    V = solve_triangular(gp.L_, k.T, lower=True, check_finite=False)
+    W = solve_triangular(gp.L_.T, V, lower=False, check_finite=False)  # K^{-1} k, (n, m)
+    mean = V.T @ gp.v_
+    var = prior - np.einsum("ij,ij->j", V, V)
+    # sum_j c_mj (x_m - x_j) = (x_m - x_0) sum_j c_mj - sum_j c_mj (x_j - x_0), x_0 = Xq[0]
+    # (centering keeps the cancellation at the scale of the query batch)
+    Xc, xc = gp.X_ - Xq[0], Xq - Xq[0]
+    inv_l2 = 1.0 / gp.kernel.lengthscales**2
+    C = np.concatenate([g * gp.alpha_, -2.0 * (g * W.T)])  # (2m, n)
+    G = (np.concatenate([xc, xc]) * C.sum(axis=1)[:, None] - C @ Xc) * inv_l2
+    dmean, dvar = G[:m], G[m:]
+    clamped = var <= 0
+    dvar[clamped] = 0.0
+    return mean, np.maximum(var, 0.0), dmean, dvar

@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import solve_triangular
 
+from .gp import predict_with_grad
 from .kernels import Matern52, SquaredExponential
 
 #: A start stops when its step improves the acquisition by at most `budget.tolerance` (relative
@@ -133,7 +134,7 @@ def acquisition_hessian(acq, mean, var, dmean, dvar, hmean, hvar):
 def _evaluate(gp, t_query, acq, X, exact=True):
     """`(a, da/dx, d2a/dx2 or None, mean, var)` at the rows of `X`; the Hessian only if `exact`."""
     if not exact:
-        mean, var, dmean, dvar = gp.predict_with_grad(X, t_query)
+        mean, var, dmean, dvar = predict_with_grad(gp, X, t_query)
         value, grad = acq.score_grad(mean, var, dmean, dvar)
         return value, grad, None, mean, var
     mean, var, dmean, dvar, hmean, hvar = posterior_hessian(gp, X, t_query)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .gp import predict_with_grad
 from .sobol import MAX_DIM, scrambled_sobol
 
 #: Scores within this (relative) of the maximum tie on a finite set; the lowest index wins.
@@ -119,7 +120,7 @@ def _polish(gp, t_query, acq, starts, lower, upper, maxiter, tolerance=TOLERANCE
     seen: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
 
     def objective(flat: np.ndarray) -> tuple[float, np.ndarray]:
-        mean, var, dmean, dvar = gp.predict_with_grad(flat.reshape(k, d), t_query)
+        mean, var, dmean, dvar = predict_with_grad(gp, flat.reshape(k, d), t_query)
         value, grad = acq.score_grad(mean, var, dmean, dvar)
         seen[flat.tobytes()] = (mean, var)
         return -float(value.sum()), -grad.ravel()

@@ -160,6 +160,24 @@ class SafeSet:
             return floor, True
         return max(yi, floor), yi < h
 
+    def before_tell(self, gp, t: int, failed: bool, violation: bool, resets: bool, output,
+                    sf: float) -> np.ndarray | None:
+        """Count a tell's violation and failure and, if it resets, choose the backup from D
+        before the reset drops it (`choose_backup`); the backup, else None."""
+        self.violations += bool(violation)
+        self.failures += bool(failed)
+        self.backup = None
+        if not resets:
+            return None
+        return self.choose_backup(gp, t, output, sf,
+                                  gp.data_mean(float(t)) if gp.n else None)
+
+    def after_tell(self, z: np.ndarray, reset: bool, backup) -> np.ndarray | None:
+        """The told point `z` becomes the step box's reference; a reset arms the backup."""
+        self.reference = z.copy()
+        self.backup = backup if reset else None
+        return self.backup
+
     # ------------------------------------------------------------------ the points
     def step_box(self, lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The box within `max_step` of the reference point, inside `[lower, upper]`."""

@@ -22,12 +22,10 @@ import numpy as np
 
 from ..acquisition import EI, UCB, PenalizedUCB, complexity_factor, mean_hessian_fd
 from ..calibration import OutputMap
-from ..domains import PointsDomain
 from ..errors import DomainError
 from ..exploration import Told
 from ..gp import ExactGP
-from ..hyperparameters import (GammaPrior, Hyperparameters, fit_forgetting, fit_hyperparameters,
-                               fit_noise)
+from ..hyperparameters import Hyperparameters
 from ..kernels import ForgettingFactor
 from ..optimize import Budget, maximize_on_box, maximize_on_set, sobol_unit
 from ..safety import SafeSet, sigma_f
@@ -36,12 +34,12 @@ from ..trigger import decide
 from .base import Measured, Strategy, TellResult
 from .build import (build_base_kernel, build_domain, build_exploration, build_kernel,  # noqa: F401
                     build_temporal, build_trigger)
+from .gpucb_fit import calibrate_output, learn_forgetting, refit_hyperparameters, set_kernel_hypers
 from .gpucb_state import read_state, write_state
 from .views import GPViews
 
 #: Stream ids for the per-step generators `default_rng([seed, t, stream])`.
-_RNG_ASK = 1
-_RNG_HYPER = 2
+_RNG_ASK = 1  # gpucb_fit.RNG_HYPER = 2: the refit's
 #: How many of the best observed points join the Sobol candidates on a box.
 _EXTRA_STARTS = 3
 
@@ -183,10 +181,14 @@ class GPUCBStrategy(GPViews, Strategy):
                           self.gp.noise_variance, self.output.calibrating, prior)
         resets = ((self.spec.reset_policy == "event" and decision.fired)
                   or (self.spec.reset_policy == "periodic" and t % self.spec.reset_period == 0))
-        backup = self._before_update(t, failed, m.violation, resets)
+        backup = None
+        if self.safety is not None:  # the backup is chosen from D before a reset drops it
+            backup = self.safety.before_tell(self.gp, t, failed, m.violation, resets, self.output,
+                                             self._sigma_f)
         reason, burst, yi = self._update_dataset(t, z, m.told, m.internal, decision.fired,
                                                  calibrate=not m.capped)
-        backup = self._after_update(z, reason, backup)
+        if self.safety is not None:
+            backup = self.safety.after_tell(z, reason is not None, backup)
         self._followup = Told(t, yi, mu, reason is not None, n_before)
         self._t += 1
         self._pending = None
@@ -202,27 +204,6 @@ class GPUCBStrategy(GPViews, Strategy):
                 self.gp, self._t, self.output, self._sigma_f, self.domain, self._unit),
             scaled=float(self.gp.y_[-1]) if self.gp.n else self.to_internal_y(m.told),
         )
-
-    def _before_update(self, t: int, failed: bool, violation: bool, resets: bool):
-        """Under `safety:`: count the violation and, if this tell resets, choose the backup from
-        D before the reset drops it (`SafeSet.choose_backup`)."""
-        if self.safety is None:
-            return None
-        self.safety.violations += bool(violation)
-        self.safety.failures += bool(failed)
-        self.safety.backup = None
-        if not resets:
-            return None
-        return self.safety.choose_backup(self.gp, t, self.output, self._sigma_f,
-                                         self.gp.data_mean(float(t)) if self.gp.n else None)
-
-    def _after_update(self, z: np.ndarray, reason: str | None, backup) -> np.ndarray | None:
-        """The told point becomes the step box's reference; a reset arms the backup."""
-        if self.safety is None:
-            return None
-        self.safety.reference = z.copy()
-        self.safety.backup = backup if reason is not None else None
-        return self.safety.backup
 
     def _update_dataset(self, t: int, z, y: float, yi: float, fired: bool, calibrate: bool = True):
         """Reset and/or append `(z, y)`; returns `(reset reason or None, reset burst, yi)` (`yi`
@@ -249,7 +230,7 @@ class GPUCBStrategy(GPViews, Strategy):
                 self._reexpress(old)
                 yi = float(self.gp.y_[-1])
         if calibrate:
-            self._calibrate(y)
+            calibrate_output(self, y)
         return reason, burst, yi
 
     def _relevels(self, t: int) -> bool:
@@ -283,97 +264,20 @@ class GPUCBStrategy(GPViews, Strategy):
             self.exploration.on_reset()
         new = self.exploration.after_tell(told, self)
         if new is not None and not np.array_equal(new, self.base_kernel.lengthscales):
-            self._set_lengthscales(new)
+            set_kernel_hypers(self, new)
             self.gp.refactor()
         if self.spec.learns_forgetting:
             self._learn_forgetting()
         return True
 
-    def _learn_forgetting(self) -> None:
-        """`forgetting_floor: auto`: the forgetting rate `eps` that D (the data since the last
-        reset) shows, by marginal likelihood (`fit_forgetting`); a full refactorization if it
-        changed."""
-        eps = 0.0
-        if self.gp.n:
-            eps = fit_forgetting(self.gp.kernel(self.gp.X_, self.gp.X_), self.gp.y_,
-                                 self.gp.times_, self.gp.noise_variance)
-        if eps != self.gp.temporal.eps:
-            self.gp.temporal = ForgettingFactor(eps)
-            self.gp.refactor()
-
-    @property
-    def forgetting(self) -> float | None:
-        """The forgetting factor's `eps` in force (learned with `forgetting_floor: auto`), or None
-        without a forgetting factor."""
-        self.settle()
-        return self.gp.temporal.eps if isinstance(self.gp.temporal, ForgettingFactor) else None
-
-    def _calibrate(self, y: float) -> None:
-        """`measurement: auto`: update the offset/scale with `y` and re-express D's targets (and
-        forget the window test's residuals, which were in the old units); with `noise_variance:
-        auto`, estimate sigma_n^2 from D when this measurement completes the calibration."""
-        old, calibrating = (self.output.offset_, self.output.scale_), self.output.calibrating
-        if self.output.observe(y):
-            self._reexpress(old)
-        if calibrating and not self.output.calibrating and self.spec.learns_noise and self.gp.n:
-            noise = fit_noise(self.gp.kernel(self.gp.X_, self.gp.X_), self.gp.y_,
-                              self.spec.noise_variance)
-            if noise != self.gp.noise_variance:
-                self.gp.noise_variance = noise
-                self.gp.refactor()
-                self.trigger.forget_residuals()
-
     # ------------------------------------------------------------------ hyperparameters
-    @property
-    def lengthscales(self) -> np.ndarray | None:
-        self.settle()
-        return None if self.base_kernel is None else self.base_kernel.lengthscales.copy()
-
-    @property
-    def variances(self) -> tuple[float, float]:
-        """`(sigma_f^2, sigma_n^2)` in force (fitted with `hyperparameters.variance` /
-        `noise_variance: map`, else the configured values)."""
-        self.settle()
-        return (self.spec.kernel.variance if self.base_kernel is None else self.base_kernel.variance,
-                self.gp.noise_variance)
-
-    def _set_lengthscales(self, lengthscales, variance: float | None = None) -> None:
-        base = build_base_kernel(self.spec, np.asarray(lengthscales, dtype=float))
-        if variance is not None:
-            base = type(base)(base.lengthscales, variance)
-        self.base_kernel = base
-        self.gp.kernel = build_kernel(self.spec, self.domain, self.base_kernel)
-
     def _refit_hyperparameters(self, t: int) -> Hyperparameters:
-        """MAP lengthscales (and, if configured, sigma_f^2 and sigma_n^2) on the current dataset,
-        then a full refactorization if anything changed; returns the fit (`skipped`: the current
-        values met `refit_tolerance`)."""
-        h = self.spec.hyper
-        X = self.gp.X_ if self.gp.n else np.empty((0, self.domain.dim))
-        if isinstance(self.domain, PointsDomain) and self.gp.n:
-            X = self.domain.kernel_inputs[self.gp.X_[:, 0].astype(int)]
-        temporal_K = None
-        if self.gp.temporal is not None and self.gp.n:
-            temporal_K = self.gp.temporal(self.gp.times_, self.gp.times_)
-        start = self.base_kernel
-        if self.exploration.map_start() is not None:  # A-GP-UCB: from the MAP, not theta_t
-            start = self.base_kernel.with_lengthscales(self.exploration.map_start())
-        fit = fit_hyperparameters(
-            start, X, self.gp.y_, self.gp.noise_variance,
-            GammaPrior(h.prior_shape, h.prior_rate), (h.lower, h.upper),
-            np.random.default_rng([self.spec.seed, t, _RNG_HYPER]), h.restarts, h.maxiter, temporal_K,
-            h.variance_bounds, h.noise_bounds, tolerance=h.refit_tolerance, objective=h.objective,
-            stop_at_tolerance=h.refit_stop == "tolerance",
-        )
-        if self.exploration.keep_map(fit.lengthscales):  # A-GP-UCB scales it in after_tell
-            return fit
-        if (not np.array_equal(fit.lengthscales, self.base_kernel.lengthscales)
-                or fit.variance != self.base_kernel.variance
-                or fit.noise_variance != self.gp.noise_variance):
-            self._set_lengthscales(fit.lengthscales, fit.variance)
-            self.gp.noise_variance = fit.noise_variance
-            self.gp.refactor()
-        return fit
+        """MAP hyperparameters on D (`gpucb_fit.refit_hyperparameters`)."""
+        return refit_hyperparameters(self, t)
+
+    def _learn_forgetting(self) -> None:
+        """`forgetting_floor: auto` (`gpucb_fit.learn_forgetting`)."""
+        learn_forgetting(self)
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict:
@@ -383,7 +287,8 @@ class GPUCBStrategy(GPViews, Strategy):
     def load_state_dict(self, state: dict) -> None:
         r = read_state(self, state)
         if r.lengthscales is not None:
-            self._set_lengthscales(r.lengthscales, r.variances[0] if self._learns_variances else None)
+            set_kernel_hypers(self, r.lengthscales,
+                              r.variances[0] if self._learns_variances else None)
         if self._learns_variances:
             self.gp.noise_variance = r.variances[1]
         if r.noise_variance is not None:

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..agpucb import EstimatorData, regret_estimate
 from ..domains import PointsDomain
+from ..kernels import ForgettingFactor
 
 _RNG_MC = 3  # the Monte Carlo points of the integrated variance (adaptive kappa/lambda)
 #: Candidates of the A-GP-UCB sigma-floor check on a box (the first rows of the Sobol set).
@@ -22,6 +23,26 @@ class GPViews:
     """Counters, predictions, the dataset, and the exploration's view of the posterior."""
 
     # ------------------------------------------------------------------ read-only views
+    @property
+    def lengthscales(self) -> np.ndarray | None:
+        self.settle()
+        return None if self.base_kernel is None else self.base_kernel.lengthscales.copy()
+
+    @property
+    def variances(self) -> tuple[float, float]:
+        """`(sigma_f^2, sigma_n^2)` in force (fitted with `hyperparameters.variance` /
+        `noise_variance: map`, else the configured values)."""
+        self.settle()
+        return (self.spec.kernel.variance if self.base_kernel is None else self.base_kernel.variance,
+                self.gp.noise_variance)
+
+    @property
+    def forgetting(self) -> float | None:
+        """The forgetting factor's `eps` in force (learned with `forgetting_floor: auto`), or None
+        without a forgetting factor."""
+        self.settle()
+        return self.gp.temporal.eps if isinstance(self.gp.temporal, ForgettingFactor) else None
+
     @property
     def t_prime(self) -> int:
         """`t'` for the next tell: steps since the last reset (`t` before the first one)."""
