@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 QUIET_MAIN = """\
 import contextlib, io
-from tvbod.cli import main
+from tvbod.commands import main
 out = io.StringIO()
 with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
     try:
@@ -25,14 +25,14 @@ HEAVY = ("scipy", "tvbod.core.strategies", "tvbod.core.gp", "tvbod.service.serve
 
 def heavy_modules(argv: list[str], code: int, heavy: tuple[str, ...] = HEAVY) -> set[str]:
     loaded = loaded_modules(QUIET_MAIN.format(argv=argv, code=code))
-    assert "tvbod.cli" in loaded  # the probe ran
+    assert "tvbod.commands" in loaded  # the probe ran
     return {m for m in loaded if m.split(".")[0] in heavy or m in heavy}
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["bench", "--help"], ["status", "--help"],
                                   ["replay", "--help"], ["run", "--help"]])
 def test_help_imports_no_scipy_numpy_or_zmq(argv):
-    """Help lists the subcommands from the table in tvbod/cli.py, importing only the one asked."""
+    """Help lists the subcommands from the table in tvbod/commands/__init__.py, importing only the one asked."""
     assert heavy_modules(argv, 0, HEAVY + ("numpy", "zmq")) == set()
 
 
@@ -47,9 +47,9 @@ def test_status_reads_its_daemon_file_without_scipy(tmp_path):
 
 
 def test_a_subcommand_still_gets_its_own_options():
-    from tvbod.cli import build_parser
+    from tvbod.commands import build_parser
 
     args = build_parser(["status", "--plant", "cartpole"]).parse_args(["status", "--plant", "cartpole"])
-    assert (args.command, args.plant, args._module) == ("status", "cartpole", "tvbod.service.status_cmd")
+    assert (args.command, args.plant, args._module) == ("status", "cartpole", "tvbod.commands.status")
     full = build_parser()  # no argv: every subcommand complete (the tests of the benches use it)
     assert full.parse_args(["bench", "latency"])._module == "tvbod.bench.latency"

@@ -1,5 +1,5 @@
 import sys
 
-from tvbod.cli import main
+from tvbod.commands import main
 
 sys.exit(main())

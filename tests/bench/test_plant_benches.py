@@ -143,7 +143,7 @@ def test_temperature_tiny_run(tmp_path):
 
 
 def test_cli_parses_both_benches():
-    from tvbod.cli import build_parser
+    from tvbod.commands import build_parser
 
     a = build_parser().parse_args(["bench", "cartpole", "--runs", "3", "--jump-at", "20"])
     assert (a.runs, a.jump_at, a.horizon, a.workers, a.seed) == (3, 20, 300, 2, 0)

@@ -49,7 +49,7 @@ def test_summary_statistics_and_histogram():
 
 
 def test_cli_end_to_end_with_plot(tmp_path, capsys):
-    from tvbod.cli import build_parser
+    from tvbod.commands import build_parser
 
     args = build_parser().parse_args(["bench", "stopping-time", "--runs", "3", "--grid", "8",
                                       "--horizon", "40", "--eps", "0.1", "--workers", "1",

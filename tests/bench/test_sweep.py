@@ -306,7 +306,7 @@ def test_progress_rewrites_one_line_on_a_terminal():
 
 
 def test_the_daemon_never_imports_distributed():
-    loaded = loaded_modules("from tvbod.cli import build_parser\n"
+    loaded = loaded_modules("from tvbod.commands import build_parser\n"
                             "build_parser().parse_args(['run', '--config', 'x.yaml'])",
                             walk=("tvbod.core", "tvbod.service"))
     assert not {m for m in loaded if m.split(".")[0] in ("distributed", "dask")}

@@ -29,7 +29,7 @@ def _args(module, argv: list[str]) -> argparse.Namespace:
 
 def test_the_daemon_the_core_and_the_bench_hooks_import_no_torch():
     # In the anchors venv torch is importable: nothing on these paths may load it.
-    loaded = loaded_modules("import tvbod.cli, tvbod.core, tvbod.service.app, tvbod.service.server\n"
+    loaded = loaded_modules("import tvbod.commands, tvbod.core, tvbod.commands.run, tvbod.service.server\n"
                             "import tvbod.bench.cartpole, tvbod.bench.within_model, tvbod.bench.wdbo\n"
                             "tvbod.bench.wdbo.available()")
     assert sorted(m for m in loaded

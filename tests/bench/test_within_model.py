@@ -83,7 +83,7 @@ def test_cli_options_parse():
 
 
 def test_cli_dispatches_to_this_module():
-    from tvbod.cli import build_parser
+    from tvbod.commands import build_parser
 
     a = build_parser().parse_args(["bench", "within-model", "--runs", "2", "--horizon", "30"])
     assert a._module == "tvbod.bench.within_model" and (a.runs, a.horizon) == (2, 30)

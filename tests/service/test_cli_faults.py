@@ -11,7 +11,7 @@ import pytest
 
 from daemon_harness import Daemon, objective, plant_yaml
 
-from tvbod.service.replay import _deviation
+from tvbod.commands.replay import _deviation
 
 
 def _tvbod(*args, **kw):

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from tvbod.core import DomainError, make_strategy, parse_spec
 from tvbod.core.errors import TvbodError
-from tvbod.service.keygen import create_key_pair
+from tvbod.commands.keygen import create_key_pair
 from tvbod.service.config import (
     ConfigError,
     DaemonConfig,

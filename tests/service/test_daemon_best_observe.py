@@ -11,7 +11,7 @@ from daemon_harness import Daemon, objective
 
 from plant_adapters.client import DaemonError
 from tvbod.core import make_strategy
-from tvbod.service.replay import load_history, recorded_optimizer
+from tvbod.commands.replay import load_history, recorded_optimizer
 
 GAINS = {"kp": 1.0, "ki": 0.2}
 
@@ -153,7 +153,7 @@ def test_observe_waits_for_the_pending_proposal_and_respects_the_claim(tmp_path)
 
 
 def test_best_and_status_with_a_bad_daemon_file_exit_2_with_one_line(tmp_path, capsys):
-    from tvbod.cli import main
+    from tvbod.commands import main
 
     for command in ("best", "status"):
         argv = [command, *(["alpha"] if command == "best" else []), "--config",

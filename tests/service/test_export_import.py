@@ -107,7 +107,7 @@ def test_export_then_import_into_a_fresh_state_reproduces_the_dataset(session, t
     ("kp,ki,measurement,failed\n1.0,0.0,1,maybe\n", "'maybe' is not true or false"),
 ])
 def test_bad_csv_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, content, message):
-    from tvbod.cli import main  # in-process: the same command line, without an interpreter start
+    from tvbod.commands import main  # in-process: the same command line, without an interpreter start
 
     config = offline_site(tmp_path / "site")
     (tmp_path / "in.csv").write_text(content)

@@ -134,7 +134,7 @@ def test_an_export_imported_into_its_own_plant_is_held_by_its_ids(exported, tmp_
 ])
 def test_a_bad_file_is_one_line_naming_file_line_and_column_and_nothing_is_written(
         tmp_path, capsys, content, message):
-    from tvbod.cli import main
+    from tvbod.commands import main
 
     config = _site(tmp_path / "site")
     (tmp_path / "in.jsonl").write_text(content)

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tvbod.service.config import load_daemon_config
-from tvbod.service.init_cmd import SYSTEMD_ENV, _units_paths, sandbox_problem
+from tvbod.commands.init import SYSTEMD_ENV, _units_paths, sandbox_problem
 
 TREE = ["adapters/cartpole.yaml", "adapters/temperature.yaml", "plants/INTEL-LAB-DATA.md",
         "plants/cartpole-safe.yaml", "plants/cartpole.yaml", "plants/temperature.yaml", "plants/temperature_train.csv",
@@ -99,7 +99,7 @@ def test_init_refuses_a_file_in_place_of_the_directory(tmp_path):
 
 
 def test_run_without_a_configuration_points_at_init(tmp_path, monkeypatch, capsys):
-    from tvbod.cli import main
+    from tvbod.commands import main
 
     monkeypatch.chdir(tmp_path)  # no configs/tvbod.yaml here, as after installing the wheel
     monkeypatch.delenv("TVBOD_CONFIG", raising=False)

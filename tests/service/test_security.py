@@ -20,7 +20,7 @@ from daemon_harness import Daemon
 
 from plant_adapters.adapter_cli import base_parser, curve_keys, settings
 from plant_adapters.client import DaemonClient, DaemonUnavailable, load_curve_keys
-from tvbod.service import keygen
+from tvbod.commands import keygen
 from tvbod.service.security import (
     HANDSHAKE_REASONS,
     HUNG_UP_REASON,

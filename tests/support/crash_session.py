@@ -36,7 +36,7 @@ from tvbod.service.events import EventSink, PlantEventLog
 from tvbod.service.plant import PlantRuntime
 from tvbod.service.recovery import RestoreError
 from tvbod.service.event_files import load_epochs
-from tvbod.service.replay import load_history, recorded_optimizer, verify
+from tvbod.commands.replay import load_history, recorded_optimizer, verify
 from tvbod.service.server import Server
 from tvbod.service.store import PlantStore
 
@@ -299,8 +299,8 @@ def fault_problems(session: Session, steps: int, workdir: Path, memo: ImageCheck
 
     from crash_model import FileSystem, images
 
-    from tvbod.cli import main as tvbod_main
-    from tvbod.service.replay import HistoryGap, checked_history
+    from tvbod.commands import main as tvbod_main
+    from tvbod.commands.replay import HistoryGap, checked_history
 
     problems = []
     if len(session.tells) != steps:

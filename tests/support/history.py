@@ -60,7 +60,7 @@ def acknowledged_tells(log: list[dict]) -> list[dict]:
 
 def recorded_history(plant_dir: Path) -> list[dict]:
     """The plant's measurements as `tvbod replay` reads them (one per proposal id, by step)."""
-    from tvbod.service.replay import load_history
+    from tvbod.commands.replay import load_history
 
     return load_history(plant_dir)
 

@@ -156,7 +156,7 @@ def probe(config_path: str, trace: bool) -> dict[str, Any]:
     import scipy.optimize  # noqa: F401
     import zmq  # noqa: F401
 
-    import tvbod.service.app  # noqa: F401
+    import tvbod.commands.run  # noqa: F401
     import tvbod.service.server  # noqa: F401
     from tvbod.service import malloc
 

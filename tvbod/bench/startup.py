@@ -2,7 +2,7 @@
 
 Each start is a fresh `python -m tvbod run` on an empty state directory, timed from the spawn to
 the `READY=1` datagram on its `$NOTIFY_SOCKET` (sent once every plant file is loaded and validated,
-every plant restored and the socket bound: tvbod/service/app.py), then stopped with SIGTERM.
+every plant restored and the socket bound: tvbod/commands/run.py), then stopped with SIGTERM.
 Cases:
 
 - `shipped`: the tree `tvbod init` writes (the cart-pole and temperature plants);

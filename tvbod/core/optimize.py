@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .gp import predict_with_grad
 from .sobol import MAX_DIM, scrambled_sobol
 
 #: Scores within this (relative) of the maximum tie on a finite set; the lowest index wins.
@@ -116,6 +115,8 @@ def _polish(gp, t_query, acq, starts, lower, upper, maxiter, tolerance=TOLERANCE
     (the same float64 posterior as `gp.predict`), re-computed only if L-BFGS-B returned a point it
     did not evaluate.
     """
+    from .gp import predict_with_grad  # scipy.linalg: loaded at the first polish, as below
+
     k, d = starts.shape
     seen: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
 

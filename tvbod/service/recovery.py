@@ -10,7 +10,7 @@ the event lines a crash left out, and reports what it did as the `plant_restored
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tvbod.errors import TvbodError
 from tvbod.service.checkpoints import STATE_SCHEMA, load_checkpoint
@@ -22,9 +22,6 @@ from tvbod.service.state_check import (
 from tvbod.service.store import StorageError, UnsupportedSchema
 from tvbod.service.transition import apply, replay_divergence
 
-if TYPE_CHECKING:
-    from tvbod.service.plant import PlantRuntime
-
 #: What an operator can do about a plant that cannot be restored (docs/reliability.md, Quarantine).
 _REMEDY = ("Its files are kept as they are; `tvbod inspect {directory}` says what is wrong and "
            "`tvbod repair` rebuilds the plant from its history up to the last valid record")
@@ -34,8 +31,9 @@ class RestoreError(TvbodError):
     """The saved state cannot be used with the plant's configuration (the daemon refuses to start)."""
 
 
-def restore(plant: PlantRuntime) -> dict[str, Any]:
-    """Load `plant`'s checkpoint, replay the journal after it, and report what was done."""
+def restore(plant) -> dict[str, Any]:
+    """Load `plant`'s (a `PlantRuntime`) checkpoint, replay the journal after it, and report
+    what was done."""
     rec = _trusted_history(plant)
     state, config_changed = plant.state, False
     if rec.state is not None:
@@ -73,7 +71,7 @@ def restore(plant: PlantRuntime) -> dict[str, Any]:
     return info
 
 
-def _trusted_history(plant: PlantRuntime):
+def _trusted_history(plant):
     """The store's recovered history (`PlantStore.recover`), or a `RestoreError` when it is
     written in an unknown schema, has a gap or is poisoned."""
     name, store = plant.state.name, plant.store
@@ -97,7 +95,7 @@ def _trusted_history(plant: PlantRuntime):
     return rec
 
 
-def _load(plant: PlantRuntime, saved: dict) -> None:
+def _load(plant, saved: dict) -> None:
     """The checkpoint `saved` into the plant's state, under the stored configuration's frozen
     keys (`inherit`); any malformed state is one `RestoreError`."""
     state, directory = plant.state, plant.store.directory
@@ -125,7 +123,7 @@ def _load(plant: PlantRuntime, saved: dict) -> None:
         ) from exc
 
 
-def _replay(plant: PlantRuntime, records: list[dict[str, Any]]) -> tuple[int, int, list[str]]:
+def _replay(plant, records: list[dict[str, Any]]) -> tuple[int, int, list[str]]:
     """Apply journaled records; `(applied, measurement lines re-logged, divergences)`."""
     replayed, relogged, divergences = 0, 0, []
     logged = _logged_measurements(plant, records)
@@ -149,7 +147,7 @@ def _replay(plant: PlantRuntime, records: list[dict[str, Any]]) -> tuple[int, in
     return replayed, relogged, divergences
 
 
-def _logged_measurements(plant: PlantRuntime, records: list[dict[str, Any]]) -> set[str]:
+def _logged_measurements(plant, records: list[dict[str, Any]]) -> set[str]:
     """Proposal ids of journaled tells whose `measurement` line is already in events.jsonl."""
     from tvbod.service.event_files import logged_measurements
 

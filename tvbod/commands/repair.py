@@ -45,7 +45,7 @@ def recorded_steps(plant_dir: Path) -> list[dict[str, Any]]:
     """Every step the plant recorded, in step order, as `measurement` event fields: the event
     history, then journaled tells after the checkpoint whose event line never got written."""
     from tvbod.service.event_files import base_state
-    from tvbod.service.replay import load_history
+    from tvbod.commands.replay import load_history
     from tvbod.service.state_check import recovered_copy
 
     base, problem = base_state(plant_dir)
@@ -118,7 +118,7 @@ def rebuild(config, plant_config, steps: list[dict[str, Any]], state_dir: Path) 
 def _verified(plant_dir: Path, kept: int) -> str | None:
     """None if replaying the rebuilt history reproduces all `kept` steps, else why not."""
     from tvbod.service.event_files import load_epochs
-    from tvbod.service.replay import load_history, recorded_optimizer, verify
+    from tvbod.commands.replay import load_history, recorded_optimizer, verify
 
     history = load_history(plant_dir)
     n, problem, _, _ = verify(recorded_optimizer(plant_dir, None), history, load_epochs(plant_dir))

@@ -15,19 +15,19 @@ import sys
 
 #: subcommand -> (module, help)
 COMMANDS = {
-    "init": ("tvbod.service.init_cmd", "write a complete configuration tree (daemon, plants, "
+    "init": ("tvbod.commands.init", "write a complete configuration tree (daemon, plants, "
              "adapters, units)"),
-    "run": ("tvbod.service.app", "run the daemon"),
-    "status": ("tvbod.service.status_cmd", "ask a running daemon for its plants' status"),
-    "best": ("tvbod.service.best_cmd", "the gains to deploy now (posterior-mean maximizer)"),
-    "inspect": ("tvbod.service.inspect_cmd", "summarize a plant's checkpoint and journal offline"),
-    "replay": ("tvbod.service.replay", "re-run a plant's optimizer offline from its journal"),
-    "export": ("tvbod.service.export_cmd", "a plant's history as CSV or JSON lines (read-only)"),
-    "import": ("tvbod.service.import_cmd", "seed a plant's state offline from a CSV"),
-    "repair": ("tvbod.service.repair_cmd", "rebuild a quarantined plant from its history "
+    "run": ("tvbod.commands.run", "run the daemon"),
+    "status": ("tvbod.commands.status", "ask a running daemon for its plants' status"),
+    "best": ("tvbod.commands.best", "the gains to deploy now (posterior-mean maximizer)"),
+    "inspect": ("tvbod.commands.inspect", "summarize a plant's checkpoint and journal offline"),
+    "replay": ("tvbod.commands.replay", "re-run a plant's optimizer offline from its journal"),
+    "export": ("tvbod.commands.export", "a plant's history as CSV or JSON lines (read-only)"),
+    "import": ("tvbod.commands.import_csv", "seed a plant's state offline from a CSV"),
+    "repair": ("tvbod.commands.repair", "rebuild a quarantined plant from its history "
                "(offline)"),
-    "keygen": ("tvbod.service.keygen", "create a CURVE key pair"),
-    "demo": ("tvbod.demo", "the daemon with the demo plants, end to end (make demo)"),
+    "keygen": ("tvbod.commands.keygen", "create a CURVE key pair"),
+    "demo": ("tvbod.commands.demo", "the daemon with the demo plants, end to end (make demo)"),
 }
 #: bench name -> help; the bench's module is `tvbod.bench.<name, with "_" for "-">`
 _BENCH_HELP = {

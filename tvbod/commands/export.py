@@ -42,7 +42,7 @@ def _number(value: Any) -> float | None:
 def rows(plant_dir: Path) -> tuple[list[str], list[dict[str, Any]]]:
     """`(columns, one dict per step)` from the plant's measurement events; raises
     `replay.HistoryGap` when a step is missing (an export never skips one silently)."""
-    from tvbod.service.replay import checked_history
+    from tvbod.commands.replay import checked_history
 
     history, _, _ = checked_history(plant_dir)
     names = list(history[0]["gains"]) if history else []
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"tvbod export: {events} not found (give a plant's state directory, "
               "STATE/plants/NAME)", file=sys.stderr)
         return 2
-    from tvbod.service.replay import HistoryGap
+    from tvbod.commands.replay import HistoryGap
 
     try:
         columns, data = rows(args.plant_dir)

@@ -39,7 +39,7 @@ def describe(reply: dict) -> str:
 def run(args: argparse.Namespace) -> int:
     from tvbod.client import DaemonClient, DaemonError, DaemonUnavailable
     from tvbod.protocol import is_valid_plant_name
-    from tvbod.service.status_cmd import _endpoint
+    from tvbod.commands.status import _endpoint
 
     if not is_valid_plant_name(args.plant):
         print(f"tvbod best: {args.plant!r} is not a plant name", file=sys.stderr)

@@ -71,7 +71,7 @@ def _wait_ready(endpoint: str, daemon: subprocess.Popen, log: Path) -> None:
 
 def _history(plant_dir: Path) -> list[dict]:
     """The plant's `measurement` events (psi, thresholds, which test fired), one per step."""
-    from tvbod.service.replay import load_history
+    from tvbod.commands.replay import load_history
 
     try:
         return load_history(plant_dir)
@@ -229,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     plants = args.plants
     if plants is None:
-        from tvbod.service.init_cmd import plant_tree
+        from tvbod.commands.init import plant_tree
 
         plants = run_dir / "plants"
         plants.mkdir(exist_ok=True)
