@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from tvbod.bench import latency, latency_reference, latency_report
+from tvbod.core.screen import Float32Screen
 from tvbod.core.acquisition import ucb
 from tvbod.core.gp import ExactGP
 from tvbod.core.kernels import ForgettingFactor, Matern52, SquaredExponential, WienerDrift
@@ -132,7 +133,7 @@ def test_compare_botorch_times_the_same_gp(tmp_path):
 # ---------------------------------------------------------------------- the ask's pruned screen
 @pytest.mark.parametrize("case", range(12))
 def test_pruned_screen_finds_the_float32_top_k(case):
-    # Property: ExactGP.screen_best returns predict_screen's top k (up to float32 near-ties), for
+    # Property: ExactGP.screen_best returns the float32 screen's top k (up to float32 near-ties), for
     # both kernels, every temporal factor, uniform and clustered data, n past the pruning threshold.
     rng = np.random.default_rng(case)
     d, n, m, k = int(rng.integers(1, 6)), int(rng.integers(130, 400)), int(rng.integers(300, 1200)), 5
@@ -147,7 +148,7 @@ def test_pruned_screen_finds_the_float32_top_k(case):
     for i in range(20, n):
         gp.append(X[i], y[i], i + 1.0)
     C, beta, t = rng.random((m, d)), rng.uniform(1.0, 9.0), n + 1.0
-    score = ucb(*gp.predict_screen(C, t), beta)
+    score = ucb(*Float32Screen().predict(gp, C, t), beta)
     got = gp.screen_best(C, t, lambda mean, var: ucb(mean, var, beta), k)
     assert len(set(got.tolist())) == k
     kth = np.sort(score)[-k]

@@ -6,6 +6,7 @@ from scipy.optimize import approx_fprime
 
 from tvbod.core.errors import NumericalError
 from tvbod.core.gp import ExactGP, predict_with_grad
+from tvbod.core.screen import Float32Screen
 from tvbod.core.kernels import ForgettingFactor, Matern52, MatrixKernel, SquaredExponential, WienerDrift
 
 NOISE = 0.05
@@ -93,7 +94,7 @@ def test_float32_screen_prediction_is_close_to_exact():
     gp.fit(X, y, times)
     Xq = np.random.default_rng(9).random((500, 2))
     m, v = gp.predict(Xq)
-    ms, vs = gp.predict_screen(Xq)
+    ms, vs = Float32Screen().predict(gp, Xq)
     np.testing.assert_allclose(ms, m, atol=1e-3)
     np.testing.assert_allclose(vs, v, atol=1e-3)
 

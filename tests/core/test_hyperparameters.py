@@ -7,7 +7,7 @@ from scipy.optimize import approx_fprime
 
 from tvbod.core import SpecError, make_strategy
 from tvbod.core.hyperparameters import (GammaPrior, converged, fit_hyperparameters,
-                                       fit_lengthscales, log_posterior)
+                                       log_posterior)
 from tvbod.core.kernels import ForgettingFactor, Matern52, SquaredExponential, WienerDrift
 
 PRIOR = GammaPrior(15.0, 10.0 / 3.0)
@@ -79,14 +79,14 @@ def test_map_recovers_the_lengthscale_that_generated_the_data():
     K = true(X, X) + 1e-8 * np.eye(150)
     y = np.linalg.cholesky(K) @ rng.standard_normal(150) + 0.05 * rng.standard_normal(150)
     weak = GammaPrior(1.1, 0.01)  # nearly flat: the data decide
-    fitted = fit_lengthscales(SquaredExponential([2.0, 2.0]), X, y, 0.0025, weak, (0.05, 50.0),
-                              np.random.default_rng(0), restarts=2)
+    fitted = fit_hyperparameters(SquaredExponential([2.0, 2.0]), X, y, 0.0025, weak, (0.05, 50.0),
+                              np.random.default_rng(0), restarts=2).lengthscales
     np.testing.assert_allclose(fitted, [1.0, 4.0], rtol=0.35)
 
 
 def test_without_data_the_map_is_the_prior_mode_within_bounds():
-    fitted = fit_lengthscales(SquaredExponential([1.0]), np.empty((0, 1)), np.empty(0), 0.02,
-                              PRIOR, (0.01, 3.0), np.random.default_rng(0))
+    fitted = fit_hyperparameters(SquaredExponential([1.0]), np.empty((0, 1)), np.empty(0), 0.02,
+                              PRIOR, (0.01, 3.0), np.random.default_rng(0)).lengthscales
     np.testing.assert_allclose(fitted, [3.0])
 
 
@@ -244,8 +244,8 @@ def test_converged_is_the_projected_gradient_test():
 def test_refit_at_the_map_is_skipped_and_keeps_the_values_exactly():
     X, y = _data()
     bounds = (0.05, 20.0)
-    tight = fit_lengthscales(SquaredExponential([1.0, 1.0]), X, y, 0.01, PRIOR, bounds,
-                             np.random.default_rng(0), maxiter=500)
+    tight = fit_hyperparameters(SquaredExponential([1.0, 1.0]), X, y, 0.01, PRIOR, bounds,
+                             np.random.default_rng(0), maxiter=500).lengthscales
     kernel = SquaredExponential(tight)
     lo, hi = np.log(bounds)
     _, grad = log_posterior(kernel, X, y, 0.01, PRIOR)
@@ -273,8 +273,8 @@ def test_refit_away_from_the_map_is_not_skipped_and_moves():
 def test_skipped_refit_still_runs_the_prior_draws_and_keeps_the_better():
     X, y = _data()
     bounds = (0.05, 20.0)
-    tight = fit_lengthscales(SquaredExponential([1.0, 1.0]), X, y, 0.01, PRIOR, bounds,
-                             np.random.default_rng(0), maxiter=500)
+    tight = fit_hyperparameters(SquaredExponential([1.0, 1.0]), X, y, 0.01, PRIOR, bounds,
+                             np.random.default_rng(0), maxiter=500).lengthscales
     runs = [fit_hyperparameters(SquaredExponential(tight), X, y, 0.01, PRIOR, bounds,
                                 np.random.default_rng(7), restarts=2, tolerance=0.05)
             for _ in range(2)]

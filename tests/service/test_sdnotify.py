@@ -42,7 +42,7 @@ def systemd(tmp_path):
 def test_each_message_is_exactly_one_datagram(systemd):
     sock, env = systemd
     n = Notifier.from_environment(env)
-    assert n.enabled
+    assert n.address is not None
     assert n.ready()
     assert n.status("2 plants, 1 with an adapter")
     assert n.watchdog()
@@ -127,7 +127,7 @@ def test_tick_without_watchdog_sends_nothing(systemd):
 def test_no_op_without_notify_socket():
     for env in ({}, {"NOTIFY_SOCKET": ""}, {"WATCHDOG_USEC": "1000000"}):
         n = Notifier.from_environment(env)
-        assert not n.enabled
+        assert n.address is None
         assert n.watchdog_interval() is None
         assert not any([n.ready(), n.status("x"), n.reloading(), n.stopping(), n.watchdog(),
                         n.tick(0.0)])
@@ -138,7 +138,7 @@ def test_unsupported_address_disables_and_reports():
     seen = []
     n = Notifier.from_environment({"NOTIFY_SOCKET": "vsock:2:1234"},
                                   on_error=lambda msg, exc: seen.append(msg))
-    assert not n.enabled and not n.ready()
+    assert n.address is None and not n.ready()
     assert len(seen) == 1 and "vsock:2:1234" in seen[0]
 
 

@@ -136,10 +136,6 @@ class UCB:
     #: True if `final` is costly: a finite set then finalizes only its best few by `score`.
     screened = False
 
-    @classmethod
-    def from_beta(cls, beta: float) -> UCB:
-        return cls(math.sqrt(beta))
-
     def score(self, mean, var) -> np.ndarray:
         return kappa_ucb(mean, var, self.kappa)
 

@@ -400,15 +400,3 @@ def fit_hyperparameters(kernel, X: np.ndarray, y: np.ndarray, noise_variance: fl
         return Hyperparameters(kernel.lengthscales.copy(), kernel.variance, noise_variance, True)
     ls, v, nv = unpack(best)
     return Hyperparameters(ls, float(v), float(nv), skipped)
-
-
-def fit_lengthscales(kernel, X: np.ndarray, y: np.ndarray, noise_variance: float,
-                     prior: GammaPrior, bounds: tuple[float, float], rng: np.random.Generator,
-                     restarts: int = 0, maxiter: int = 50, temporal_K: np.ndarray | None = None,
-                     tolerance: float = 0.0, objective: str = "factored") -> np.ndarray:
-    """MAP lengthscales: L-BFGS-B from the current lengthscales and `restarts` prior draws.
-
-    With no data the prior's mode is the MAP. The result is clipped to `bounds`.
-    """
-    return fit_hyperparameters(kernel, X, y, noise_variance, prior, bounds, rng, restarts, maxiter,
-                               temporal_K, tolerance=tolerance, objective=objective).lengthscales

@@ -102,11 +102,6 @@ class Notifier:
         pid = os.getpid() if pid is None else pid
         return cls(address, _watchdog_usec(env, pid), on_error)
 
-    @property
-    def enabled(self) -> bool:
-        """True when running under a service manager that listens (`$NOTIFY_SOCKET` was usable)."""
-        return self.address is not None
-
     # ------------------------------------------------------------------ messages
     def notify(self, *assignments: str) -> bool:
         """Send `assignments` (`"VAR=value"` each) as one datagram; True if it was sent."""
