@@ -89,10 +89,10 @@ def test_agpucb_end_to_end(tmp_path):
 
 
 def test_benches_are_registered_in_the_cli():
-    from tvbod import cli
+    from tvbod import commands
 
-    assert cli.BENCHES["adaptive"][0] == "tvbod.bench.adaptive"
-    assert cli.BENCHES["agpucb"][0] == "tvbod.bench.agpucb"
+    assert commands.BENCHES["adaptive"][0] == "tvbod.bench.adaptive"
+    assert commands.BENCHES["agpucb"][0] == "tvbod.bench.agpucb"
 
 
 @pytest.mark.parametrize("composition", ["within-model", "cartpole"])

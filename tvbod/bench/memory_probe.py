@@ -122,7 +122,8 @@ def plant_breakdown(plants: dict[str, Any]) -> dict[str, dict[str, Any]]:
     for kind, members in sorted(by_kind.items()):
         arrays: dict[str, int] = {}
         objects: dict[str, int] = {}
-        for plant in members:
+        for plant in members:  # its state first (strategy, tables), then its other parts
+            _walk(plant.state, "", 0, seen, arrays, objects, "")
             _walk(plant, "", 0, seen, arrays, objects, "")
         k = len(members)
         out[kind] = {
