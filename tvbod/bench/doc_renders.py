@@ -7,14 +7,21 @@ it; every other name is a table or a sentence of `RENDERERS`.
 
 from __future__ import annotations
 
+import json
 import statistics
 from pathlib import Path
 from typing import Callable
 
-from tvbod.bench.doc_tables import load
+#: Where the summaries live, relative to the repository root.
+RESULTS = "docs/results"
 
 #: Steps after the change within which a reset counts as the change caught (the suite's window).
 WINDOW = 5
+
+
+def load(root: Path, name: str) -> dict:
+    """The summary docs/results/NAME.json (its `command`, `commit` and `results`)."""
+    return json.loads((root / RESULTS / f"{name}.json").read_text(encoding="utf-8"))
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:

@@ -23,10 +23,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tvbod.bench.doc_renders import RESULTS, render
+
 #: The documents whose results blocks are rendered, relative to the repository root.
 DOCS = ("README.md", "docs/benchmarks.md")
-#: Where the summaries live, relative to the repository root.
-RESULTS = "docs/results"
 #: Keys of a bench's output that hold one value per run or a histogram: left out of a summary.
 PER_RUN = frozenset({"R_T", "resets", "reset_times", "taus", "counts"})
 
@@ -73,16 +73,9 @@ def import_results(root: Path, name: str, raw: Path, command: str,
     return out
 
 
-def load(root: Path, name: str) -> dict:
-    """The summary docs/results/NAME.json (its `command`, `commit` and `results`)."""
-    return json.loads((root / RESULTS / f"{name}.json").read_text(encoding="utf-8"))
-
-
 # ---------------------------------------------------------------------------- rendering
 def render_text(text: str, root: Path) -> str:
     """`text` with every results block re-rendered from the summaries."""
-    from tvbod.bench.doc_renders import render
-
     def one(m: re.Match) -> str:
         body = render(m.group("name"), root)
         inline = "\n" not in m.group("body")
