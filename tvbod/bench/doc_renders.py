@@ -143,9 +143,21 @@ def latency(root: Path) -> str:
     res = load(root, "latency")["results"]
     rows = [[str(r["d"]), str(r["n"]), f"{r['ask_ms']['p50']:.2f}", f"{r['ask_ms']['p99']:.2f}",
              f"{r['tell_ms']['p50']:.2f}", f"{r['tell_refactor_ms']['p50']:.2f}",
+             f"{r['numpy_ms']['p50']:.1f}", f"{r['numpy_over_ask_tell']:.1f}x",
              f"{r['ask_value_ratio']['worst']:.8f}"] for r in res["rows"]]
     return _table(["d", "n", "ask p50 ms", "ask p99 ms", "tell p50 ms",
-                   "tell by refactorization p50 ms", "worst ask value / dense reference"], rows)
+                   "tell by refactorization p50 ms", "plain numpy/scipy step p50 ms",
+                   "numpy step / (ask + tell)", "worst ask value / dense reference"], rows)
+
+
+def cartpole_step(root: Path) -> str:
+    res = load(root, "cartpole-step")["results"]
+    rows = [[str(r["n"]), f"{r['step_ms']['p50']:.1f}", f"{r['step_ms']['p99']:.1f}",
+             f"{r['refit_ms']['p50']:.1f}", f"{r['ask_ms']['p50']:.1f}",
+             f"{r['plants_per_core']:.0f}"] for r in res["rows"]]
+    table = _table(["points in D", "step p50 ms", "step p99 ms", "MAP refit p50 ms",
+                    "ask p50 ms", "plants per core at one step a second"], rows)
+    return f"{table}\n\n(One-minute load average {res['load_average']:.2f} on the two cores.)"
 
 
 def latency_load(root: Path) -> str:
@@ -194,7 +206,7 @@ def _source(root: Path, name: str) -> str:
 RENDERERS: dict[str, Callable[[Path], str]] = {
     "plants": plants, "held-out": held_out, "dev": dev, "peers": peers,
     "no-change": no_change, "headline": headline, "safe-cartpole": safe_cartpole,
-    "latency": latency, "latency-load": latency_load, "events": events, "startup": startup,
+    "latency": latency, "latency-load": latency_load, "cartpole-step": cartpole_step, "events": events, "startup": startup,
     "stopping-time": stopping_time,
 }
 
