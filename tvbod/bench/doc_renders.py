@@ -1,8 +1,8 @@
 """The results blocks of README.md and docs/benchmarks.md, each rendered from docs/results/*.json.
 
 `render(name, root)` returns the Markdown of block `name`. Names of the form `setup-SUMMARY`
-render a suite summary's run counts inline, `source-SUMMARY` the command and commit that produced
-it; every other name is a table or a sentence of `RENDERERS`.
+render a suite summary's run counts inline (`runs-SUMMARY` a within-model one's), `source-SUMMARY`
+the command and commit that produced it; every other name is a table or a sentence of `RENDERERS`.
 """
 
 from __future__ import annotations
@@ -138,6 +138,24 @@ def safe_cartpole(root: Path) -> str:
                    f"jump caught <= {WINDOW} steps", "false-reset runs", "R_T mean +- sd"], rows)
 
 
+# ---------------------------------------------------------------------------- within-model
+def within_model(root: Path) -> str:
+    rows = []
+    for case in load(root, "within-model")["results"]["cases"]:
+        for a in case["algorithms"]:
+            paper = a.get("paper")
+            rows.append([f"{case['eps']:g}", a["label"],
+                         f"{a['R_T_mean']:.1f} +- {a['R_T_std']:.1f}",
+                         f"{a['resets_mean']:.2f}" if a["strategy"] == "et-gp-ucb" else "-",
+                         "-" if not paper else f"{paper['R_T']:g} ({paper['resets']:g} resets)"])
+    return _table(["eps", "algorithm", "R_T mean +- sd", "resets", "the paper's ET-GP-UCB"], rows)
+
+
+def within_model_claims(root: Path) -> str:
+    return "\n".join(f"- {'holds' if c['holds'] else '**fails**'}: {c['name']} ({c['detail']})"
+                      for c in load(root, "within-model")["results"]["claims"])
+
+
 # ---------------------------------------------------------------------------- speed
 def latency(root: Path) -> str:
     res = load(root, "latency")["results"]
@@ -193,9 +211,9 @@ def stopping_time(root: Path) -> str:
 
 
 # ---------------------------------------------------------------------------- inline
-def _setup(root: Path, name: str) -> str:
+def _setup(root: Path, name: str, per: str = "cell") -> str:
     cfg = load(root, name)["results"]["config"]
-    return f"{cfg['runs']} runs per cell, T = {cfg['horizon']}, master seed {cfg['seed']}"
+    return f"{cfg['runs']} runs per {per}, T = {cfg['horizon']}, master seed {cfg['seed']}"
 
 
 def _source(root: Path, name: str) -> str:
@@ -207,13 +225,14 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "plants": plants, "held-out": held_out, "dev": dev, "peers": peers,
     "no-change": no_change, "headline": headline, "safe-cartpole": safe_cartpole,
     "latency": latency, "latency-load": latency_load, "cartpole-step": cartpole_step, "events": events, "startup": startup,
-    "stopping-time": stopping_time,
+    "stopping-time": stopping_time, "within-model": within_model,
+    "within-model-claims": within_model_claims,
 }
 
 
 def render(name: str, root: Path) -> str:
     """The Markdown of results block `name`."""
-    for prefix, fn in (("setup-", _setup), ("source-", _source)):
+    for prefix, fn in (("setup-", _setup), ("runs-", lambda r, n: _setup(r, n, "case")), ("source-", _source)):
         if name.startswith(prefix):
             return fn(root, name[len(prefix):])
     if name not in RENDERERS:

@@ -27,8 +27,10 @@ from tvbod.bench.doc_renders import RESULTS, render
 
 #: The documents whose results blocks are rendered, relative to the repository root.
 DOCS = ("README.md", "docs/benchmarks.md")
-#: Keys of a bench's output that hold one value per run or a histogram: left out of a summary.
-PER_RUN = frozenset({"R_T", "resets", "reset_times", "taus", "counts"})
+#: Keys of a bench's output that hold one value per run, per step or per histogram bin: left
+#: out of a summary.
+PER_RUN = frozenset({"R_T", "resets", "reset_times", "taus", "counts", "optimum_sum",
+                     "mean_R_t_over_t", "sem_R_t_over_t"})
 
 _BLOCK = re.compile(r"<!-- results: (?P<name>[\w.-]+) -->(?P<body>.*?)<!-- /results: (?P=name) -->",
                     re.DOTALL)
@@ -45,9 +47,11 @@ def repo_root() -> Path:
 
 # ---------------------------------------------------------------------------- summaries
 def strip_per_run(value: Any, drop: frozenset = PER_RUN) -> Any:
-    """`value` without the keys `drop`, at any depth."""
+    """`value` without the lists under the keys `drop`, at any depth (a scalar under such a key,
+    e.g. a paper's reported R_T, stays)."""
     if isinstance(value, dict):
-        return {k: strip_per_run(v, drop) for k, v in value.items() if k not in drop}
+        return {k: strip_per_run(v, drop) for k, v in value.items()
+                if not (k in drop and isinstance(v, list))}
     if isinstance(value, list):
         return [strip_per_run(v, drop) for v in value]
     return value
