@@ -5,7 +5,7 @@ They ship inside the package (the wheel and the sdist carry copies; in a checkou
 the single source):
 
 - `configs/`: the default daemon file, plant files and adapter settings;
-- `systemd/`: `tvbod.service` and `tvbod-adapter@.service`;
+- `systemd/`: `tvbod.service`, `tvbod-adapter@.service` and `tvbod-adapter-command@.service`;
 - `LICENSE`;
 - the Intel Lab temperature CSVs and their attribution, in `plant_adapters/temperature/data/`.
 """

@@ -113,11 +113,11 @@ def cluster(tmp_path_factory):
         c.close()
 
 
-def test_readme_cluster_recipe_gives_the_local_pools_results(local_run, tmp_path):
-    # The README's block as one bash script from a checkout (.venv is this interpreter's venv),
+def test_sweeps_cluster_recipe_gives_the_local_pools_results(local_run, tmp_path):
+    # docs/sweeps.md's block as one bash script from a checkout (.venv is this interpreter's venv),
     # with the scheduler's port 8786 replaced by a free one so two suites on a host cannot clash.
     pytest.importorskip("distributed", reason="the cluster extra (make test installs it)")
-    block = marked_block("README.md", "test_readme_cluster_recipe_gives_the_local_pools_results",
+    block = marked_block("docs/sweeps.md", "test_sweeps_cluster_recipe_gives_the_local_pools_results",
                          file="tests/bench/test_sweep.py")
     assert f"stopping-time {' '.join(SMALL[2:])} --out st-cluster" in block
     with socket.socket() as s:

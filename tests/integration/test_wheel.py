@@ -117,7 +117,7 @@ def test_wheel_and_sdist_carry_configs_data_units_and_license(deployment):
         "configs/plants/cartpole-safe.yaml",
         "configs/plants/temperature.yaml", "configs/adapters/cartpole.yaml",
         "configs/adapters/temperature.yaml", "systemd/tvbod.service",
-        "systemd/tvbod-adapter@.service")}
+        "systemd/tvbod-adapter@.service", "systemd/tvbod-adapter-command@.service")}
     data = {f"plant_adapters/temperature/data/{f}": ROOT / "plant_adapters/temperature/data" / f
             for f in ("temperature_train.csv", "temperature_test.csv", "README.md")}
     for member, source in {**shipped, **data}.items():

@@ -18,6 +18,8 @@ from daemon_harness import Daemon, objective
 ROOT = Path(__file__).resolve().parents[2]
 UNITS = ROOT / "systemd"
 DAEMON, ADAPTER = "tvbod.service", "tvbod-adapter@.service"
+#: The template that runs any adapter command (docs/plants.md, *Running it under systemd*).
+COMMAND = "tvbod-adapter-command@.service"
 ANALYZE = shutil.which("systemd-analyze")
 #: The highest overall exposure `systemd-analyze security` may report (0 = locked down, 10 =
 #: unprotected; systemd calls < 2 "OK"). docs/deployment.md records the measured values.
@@ -28,11 +30,11 @@ pytestmark = pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze is not 
 
 
 def _installable(tmp_path: Path, text_of: dict[str, str] | None = None) -> Path:
-    """Both units in tmp_path, with /opt/tvbod/venv pointing at this interpreter's environment
+    """The units in tmp_path, with /opt/tvbod/venv pointing at this interpreter's environment
     (verify checks that ExecStart's program exists and is executable)."""
     venv = Path(sys.prefix)
     assert (venv / "bin" / "tvbod").exists(), "the tvbod console script is not installed"
-    for name in (DAEMON, ADAPTER):
+    for name in (DAEMON, ADAPTER, COMMAND):
         text = (text_of or {}).get(name, (UNITS / name).read_text())
         (tmp_path / name).write_text(text.replace("/opt/tvbod/venv", str(venv)))
     return tmp_path
@@ -61,7 +63,8 @@ def _settings(name: str) -> dict[str, list[str]]:
 
 
 # ---------------------------------------------------------------------------- verify
-@pytest.mark.parametrize("unit", [DAEMON, ADAPTER, "tvbod-adapter@cartpole.service"])
+@pytest.mark.parametrize("unit", [DAEMON, ADAPTER, "tvbod-adapter@cartpole.service", COMMAND,
+                                  "tvbod-adapter-command@speed-loop.service"])
 def test_verify_is_clean(tmp_path, unit):
     # The instance is loaded from the template in the same directory.
     assert _verify(_installable(tmp_path) / unit) == ""
@@ -75,6 +78,7 @@ def test_verify_is_clean(tmp_path, unit):
     (ADAPTER, "LockPersonality=yes", "LockPersonalty=yes", "Unknown key"),
     (ADAPTER, "SystemCallFilter=@system-service", "SystemCallFilter=@system-servic",
      "Unknown system call group"),
+    (COMMAND, "ExecStart=/usr/bin/env $TVBOD", "ExecStart=$TVBOD", "not executable"),
 ])
 def test_a_broken_copy_is_caught(tmp_path, unit, old, new, complaint):
     text = (UNITS / unit).read_text()
@@ -113,6 +117,19 @@ def test_units_carry_what_the_deployment_relies_on():
     assert {k: a.get(k) for k in hardening} == {k: d[k] for k in hardening}
 
 
+def test_the_command_template_runs_its_env_files_command_as_the_adapters_run():
+    a, c = _settings(ADAPTER), _settings(COMMAND)
+    # The command line comes from the instance's env file, split at whitespace (`$VAR` as a word
+    # of its own); env(1) runs it, as ExecStart='s first word must be a literal path.
+    assert c["EnvironmentFile"] == ["/etc/tvbod/adapters/%i.env"]
+    assert c["AssertPathExists"] == ["/etc/tvbod/adapters/%i.env"]
+    assert c["ExecStart"] == ["/usr/bin/env $TVBOD_ADAPTER_COMMAND"]
+    assert c["ExecStartPre"] == ['/usr/bin/test -n "${TVBOD_ADAPTER_COMMAND}"']
+    # Everything else as for the shipped adapters: identity, restarts, sandbox.
+    same = [k for k in a if k not in ("ExecStart", "AssertPathExists", "Description")]
+    assert {k: c.get(k) for k in same} == {k: a[k] for k in same}
+
+
 _HARDENING = ("NoNewPrivileges", "Capability", "Ambient", "Protect", "Private", "Restrict",
               "LockPersonality", "MemoryDenyWriteExecute", "RemoveIPC", "KeyringMode",
               "SystemCall", "IPAddress", "UMask", "DynamicUser", "User", "Group")
@@ -128,7 +145,7 @@ def _exposure(unit_path: Path) -> float:
     return float(m.group(1))
 
 
-@pytest.mark.parametrize("unit", [DAEMON, ADAPTER])
+@pytest.mark.parametrize("unit", [DAEMON, ADAPTER, COMMAND])
 def test_security_exposure_is_low(tmp_path, unit):
     score = _exposure(_installable(tmp_path) / unit)
     assert score < MAX_EXPOSURE, f"{unit}: exposure {score} (see docs/deployment.md)"

@@ -1,6 +1,7 @@
-"""The shell blocks the README and docs/deployment.md tell a user to run, as written.
+"""The blocks the README and the docs tell a user to run or write, as written.
 
-A block is a fenced ```sh block directly after a `<!-- tested: tests/FILE::TEST ... -->` line;
+A block is a fenced code block (```sh, ```yaml, ```python, ...) directly after a
+`<!-- tested: tests/FILE::TEST ... -->` line;
 `marked_block(doc, test, n)` returns the text of the n-th block marked for that test, so the test
 runs exactly what the document shows, and a document edit that drops or renames a marker fails it.
 """
@@ -11,7 +12,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-_BLOCK = re.compile(r"<!-- tested: (?P<ref>\S+)[^>]*-->\n```sh\n(?P<body>.*?)\n```", re.DOTALL)
+_BLOCK = re.compile(r"<!-- tested: (?P<ref>\S+)[^>]*-->\n```[\w-]*\n(?P<body>.*?)\n```", re.DOTALL)
 
 
 def marked_blocks(doc: str) -> dict[str, list[str]]:

@@ -45,6 +45,7 @@ _BENCH_HELP = {
                      "per eps)",
     "suite": "drift benchmark suite: plants x drift kinds x algorithms, dev / held-out split",
     "safe-cartpole": "the shipped cartpole-safe plant file with and without safety:",
+    "doc-tables": "render (or --check) the docs' results blocks from docs/results/*.json",
 }
 #: Benches whose module is not `tvbod.bench.<name>`.
 _BENCH_MODULE = {"suite": "tvbod.bench.suite.run"}
