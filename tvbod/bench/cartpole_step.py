@@ -9,7 +9,7 @@ The strategy is stepped (ask, plant episode, tell) until D holds n points; from 
 with the refit inside the tell timed on its own, and the step's process CPU time (`process_time`:
 less sensitive to a shared machine's load than wall time). Plants per core = 1 s / the step's
 CPU p50 (one step per second each; on an idle core wall and CPU time agree). One BLAS
-thread (the latency bench's pinned child). Results: docs/benchmarks.md, *MAP refit cost*.
+thread (the latency bench's pinned child). Results: docs/benchmarks.md, *The core*.
 """
 
 from __future__ import annotations

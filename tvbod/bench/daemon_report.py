@@ -10,7 +10,7 @@ import numpy as np
 
 from tvbod.bench.daemon_load import KINDS, LoadGenerator
 
-#: The goals of the open-loop run (docs/benchmarks.md, *Daemon under open-loop load*).
+#: The goals of the open-loop run (docs/benchmarks.md, *The daemon*).
 ASK_READY_P99_MS = 5.0
 TELL_P99_MS = 10.0
 RSS_MB = 200.0

@@ -18,7 +18,7 @@ the plain step there, and the worst value/ref per d; each says met, missed or no
 
 value/ref: UCB at a proposal over a dense reference maximum at the same step (2^15 Sobol points +
 L-BFGS-B from the best 50 and from the proposals; the best value seen, so <= 1). Details and
-results: docs/benchmarks.md, section Latency.
+results: docs/benchmarks.md, *The core*.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from typing import Any
 from tvbod.bench.daemon_open import SEED_REFIT_EVERY, _count, _positive
 from tvbod.bench.daemon_proc import DaemonProcess, memory_mb, write_daemon_file
 
-#: The memory goal (docs/benchmarks.md, "Memory").
+#: The memory goal (docs/benchmarks.md, *The daemon*).
 RSS_GOAL_MB = 200.0
 #: Records between the seeding's fsyncs (the seeding's durability does not matter).
 _SEED_SYNC_EVERY = 50

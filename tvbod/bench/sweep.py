@@ -95,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser, workers: int = 2) -> None:
                         help=f"local worker processes (default {workers}; 1: in this process)")
     parser.add_argument("--scheduler", default=None, metavar="tcp://HOST:8786",
                         help="run the tasks on this Dask scheduler instead (pip install "
-                             "'tvbod[cluster]'; docs/benchmarks.md, Running a sweep on a cluster)")
+                             "'tvbod[cluster]'; docs/sweeps.md)")
     parser.add_argument("--fresh", action="store_true",
                         help="discard <out>/runs.jsonl instead of resuming the tasks it records")
 

@@ -21,7 +21,7 @@ hide. Scikit-learn's `normalize_y` and BoTorch's `Standardize` re-estimate on ev
 that is fine for a static objective and wrong for a drift detector.
 
 Why the mean and standard deviation of `max(20, 2d + 2)` measurements, and not fewer points or
-the range: docs/benchmarks.md, "Measurement scale".
+the range: docs/configuration.md, *Measurement scaling*.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ _TOP_KEYS = {
     "reset", "acquisition", "exploration", "trigger", "forgetting_floor", "safety",
 }
 #: Default measurements that fix `measurement: auto` (at least 2d + 2; why this many:
-#: docs/benchmarks.md, "Measurement scale").
+#: docs/configuration.md, *Measurement scaling*).
 CALIBRATION_POINTS = 20
 #: Largest finite domain whose Gram matrix is precomputed (m^2 float64 = 200 MB at 5000).
 MAX_FINITE_POINTS = 5000

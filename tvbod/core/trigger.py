@@ -23,7 +23,7 @@ The sum is `N(0, sum s_i^2)`, so each (t', w) fires falsely with probability at 
 `delta_B / (2 pi_t' W)`; over `w = 2..W` and all t' at most `delta_B (W - 1) / (2 W)` < **delta_B / 2**.
 Both tests together keep the paper's guarantee: no false reset with probability >= 1 - delta_B.
 Several same-sign residuals, each just under the point threshold (a step change of ~6 sigma_n),
-cross the window threshold within two or three steps (docs/benchmarks.md, *Drift detection*).
+cross the window threshold within two or three steps (docs/benchmarks.md, *False alarms*).
 
 **Refractory period, with backoff**: no reset during the first `h` steps after a reset (tests
 still run and their residuals still count). `h = refractory * backoff^(k-1)`, where the level

@@ -16,7 +16,7 @@ _SYNC_THREADS = 16
 #: Periodic checkpoints are written one at a time, the most overdue first, at least this far
 #: apart (a plant's journal just grows meanwhile). Plants that step at one rate from one start
 #: fall due together, and writing them back to back on the loop would hold every reply for the
-#: whole burst (docs/benchmarks.md, *Daemon under open-loop load*).
+#: whole burst (docs/benchmarks.md, *The daemon*).
 _CHECKPOINT_GAP_S = 0.02
 
 

@@ -1,4 +1,4 @@
-"""Handing freed heap memory back to the kernel (docs/benchmarks.md, Memory).
+"""Handing freed heap memory back to the kernel (docs/benchmarks.md, *The daemon*).
 
 Every box plant keeps an n x n float64 Cholesky factor (720 KB at n = 300) that each tell replaces
 (the append builds the n + 1 one) and each MAP refit rebuilds on a model thread, next to refit

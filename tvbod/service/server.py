@@ -41,7 +41,7 @@ _BATCH = 256
 _IDLE_POLL_MS = 100
 #: The daemon file's `model_worker_kind` (workers.py). Its default `model_workers: 2`: two, so
 #: that one plant's long refit never holds every other plant's proposal up; more threads would
-#: only add GIL contention with the loop (docs/benchmarks.md, open-loop load).
+#: only add GIL contention with the loop (docs/benchmarks.md, *The daemon*).
 _WORKERS = {"thread": ModelWorkers, "process": ProcessModelWorkers}
 #: How long a thread may hold the GIL while another waits (CPython's default is 5 ms): short,
 #: so a worker's Python code cannot delay the loop's replies by more than this per hand-over.

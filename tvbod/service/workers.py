@@ -17,10 +17,10 @@ Two kinds of workers (the daemon file's `model_workers` and `model_worker_kind`)
   over, but the job's Python code (the polish's L-BFGS-B iterations, the refit's bookkeeping)
   takes the GIL from the loop thread, so under load every reply waits behind model work.
 - `process` (`ProcessModelWorkers`): the strategy is pickled to a worker process, the job runs there
-  and pickled back (its cost: docs/benchmarks.md, *Model workers*), and the loop adopts the
+  and pickled back (its cost: docs/benchmarks.md, *The daemon*), and the loop adopts the
   copy; model work then never holds the loop's GIL. Pickling is exact (protocol 4: every array
   bit for bit), so both kinds compute the same numbers. Each worker process costs its own
-  interpreter's memory (docs/benchmarks.md, *Model workers*).
+  interpreter's memory (docs/benchmarks.md, *The daemon*).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def run_job(strategy: Any, propose: bool):
     if propose:
         strategy.ask()
     rec = recommend(strategy)
-    strategy.compact()  # the factor packed until the next read (docs/benchmarks.md, Memory)
+    strategy.compact()  # the factor packed until the next read (docs/benchmarks.md, *The daemon*)
     return rec
 
 
