@@ -17,7 +17,8 @@ from tvbod.commands.init import SYSTEMD_ENV, _units_paths, sandbox_problem
 
 TREE = ["adapters/cartpole.yaml", "adapters/temperature.yaml", "plants/INTEL-LAB-DATA.md",
         "plants/cartpole-safe.yaml", "plants/cartpole.yaml", "plants/temperature.yaml", "plants/temperature_train.csv",
-        "systemd/tvbod-adapter@.service", "systemd/tvbod.service", "tvbod.yaml"]
+        "systemd/tvbod-adapter-command@.service", "systemd/tvbod-adapter@.service",
+        "systemd/tvbod.service", "tvbod.yaml"]
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -67,6 +68,12 @@ def test_init_for_systemd_points_adapters_and_units_at_the_service(tmp_path):
     assert f"\nExecStart={sys.executable} -m plant_adapters.%i --config {etc}/adapters/%i.yaml\n" \
         in adapter
     assert f"\nAssertPathExists={etc}/adapters/%i.yaml\n" in adapter
+    command = (etc / "systemd/tvbod-adapter-command@.service").read_text()
+    assert f"\nEnvironmentFile={etc}/adapters/%i.env\n" in command
+    assert f"\nAssertPathExists={etc}/adapters/%i.env\n" in command
+    assert "\nExecStart=/usr/bin/env $TVBOD_ADAPTER_COMMAND\n" in command
+    assert not [line for line in command.splitlines()
+                if "/etc/tvbod" in line and not line.startswith("#")]
     # everything else is the shipped unit, line for line
     shipped = (ROOT / "systemd/tvbod.service").read_text().splitlines()
     assert [l for l in daemon.splitlines() if not l.startswith("ExecStart=")] == \

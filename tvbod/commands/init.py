@@ -8,7 +8,8 @@
     DIR/adapters/cartpole.yaml         adapter settings; `endpoint:` is the daemon's default
     DIR/adapters/temperature.yaml      endpoint (see below)
     DIR/systemd/tvbod.service          the units, ExecStart= pointing at this Python environment
-    DIR/systemd/tvbod-adapter@.service and --config at DIR
+    DIR/systemd/tvbod-adapter@.service and --config at DIR; the command template runs any
+    DIR/systemd/tvbod-adapter-command@.service  adapter command named in DIR/adapters/NAME.env
 
 The adapters' `endpoint:` is the endpoint `tvbod run --config DIR/tvbod.yaml` binds when run in
 the environment `init` runs in ($XDG_RUNTIME_DIR/tvbod/tvbod.sock, else /tmp/tvbod-<uid>/...);
@@ -121,10 +122,10 @@ def _units(target: Path) -> dict[str, bytes]:
     scripts = Path(sysconfig.get_path("scripts"))
     daemon = str(scripts / "tvbod") if (scripts / "tvbod").exists() else f"{sys.executable} -m tvbod"
     out = {}
-    for unit in ("tvbod.service", "tvbod-adapter@.service"):
+    for unit in ("tvbod.service", "tvbod-adapter@.service", "tvbod-adapter-command@.service"):
         lines = []
         for line in shipped_text(f"systemd/{unit}").splitlines():
-            if line.startswith(("ExecStart=", "AssertPathExists=")):
+            if line.startswith(("ExecStart=", "AssertPathExists=", "EnvironmentFile=", "Description=")):
                 line = (line.replace("/opt/tvbod/venv/bin/tvbod", daemon)
                         .replace("/opt/tvbod/venv/bin/python", sys.executable)
                         .replace("/etc/tvbod", str(target)))
