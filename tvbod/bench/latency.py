@@ -184,15 +184,15 @@ def build_strategy(d: int, n: int, seed: int = 0, polish: str | None = None,
     (with `budget.polish: polish` and `budget.tolerance: tolerance` if given)."""
     import numpy as np
 
-    from tvbod.core import make_strategy
+    from tvbod.core import make_strategy, parse_spec
 
-    s = make_strategy({
+    s = make_strategy(parse_spec({
         "strategy": "gp-ucb", "domain": {"lower": [0.0] * d, "upper": [1.0] * d},
         "kernel": {"type": "se", "lengthscales": lengthscale(d)},
         "noise_variance": NOISE_VARIANCE, "seed": seed,
         "measurement": {"offset": 0.0, "scale": 1.0},
-        "budget": {k: v for k, v in (("polish", polish), ("tolerance", tolerance)) if v is not None},
-    })
+        "budget": {"polish": polish} if polish is not None else {},
+    }, {"budget.tolerance": tolerance} if tolerance is not None else None))
     rng = np.random.default_rng([seed, d, n])
     X = rng.random((n, d))
     y = objective(X) + rng.normal(0.0, math.sqrt(NOISE_VARIANCE), n)

@@ -1,5 +1,5 @@
-"""The exploration and trigger sections of the `optimizer:` mapping (`tvbod.core.spec` re-exports
-their names): frozen dataclasses, each default written once, and their parsers.
+"""The strategy presets and the exploration and trigger sections of the `optimizer:` mapping:
+frozen dataclasses, each default written once, and their parsers.
 """
 
 from __future__ import annotations
@@ -10,8 +10,26 @@ from dataclasses import dataclass
 from . import validate
 from .errors import SpecError
 
+#: Strategy presets: (reset policy, temporal factor) — see `strategies.gpucb`.
+STRATEGIES = {
+    "et-gp-ucb": ("event", None),
+    "gp-ucb": ("none", None),
+    "r-gp-ucb": ("periodic", None),
+    "tv-gp-ucb": ("none", "forgetting"),
+    "ui-tvbo": ("none", "drift"),
+    "random-search": ("none", None),  # Sobol random search: a baseline, no GP
+}
+RESET_POLICIES = ("event", "periodic", "none")
 EXPLORATIONS = ("fixed", "adaptive", "agpucb")
 TRIGGERS = ("robust", "paper")
+
+
+def uses_event_trigger(m: Mapping) -> bool:
+    """Whether an `optimizer:` mapping resets on the event trigger (ET-GP-UCB or `reset: event`)."""
+    strategy = m.get("strategy", "et-gp-ucb")
+    preset = STRATEGIES.get(strategy, (None,))[0] if isinstance(strategy, str) else None
+    return (m.get("reset") or preset) == "event"
+
 
 @dataclass(frozen=True)
 class ExplorationSpec:

@@ -109,9 +109,9 @@ def recorded_optimizer(plant_dir: Path, config: Path | None) -> dict:
             return epochs[0][1]
         raise SystemExit(f"tvbod replay: {plant_dir} has no readable checkpoint with the optimizer "
                          "configuration; pass --config PLANT_FILE")
-    from tvbod.core.spec_history import with_explicit_defaults
+    from tvbod.core.behaviours import read_stored
 
-    return with_explicit_defaults(state["optimizer"], stored=True)
+    return read_stored(state["optimizer"])
 
 
 def apply_overrides(mapping: dict, sets: list[str], unsets: list[str]) -> dict:
@@ -176,26 +176,28 @@ def verify(mapping: dict, history: list[dict], epochs: list[tuple[int, dict, boo
     import numpy as np
 
     from tvbod.core import make_strategy
+    from tvbod.core.behaviours import read_stored, spelled
     from tvbod.service.reload import rebuild_strategy
 
-    epochs = list(epochs or [])
+    # Each mapping with its behaviour's settings spelled out: one that only spells them
+    # differently is the same configuration (the daemon's fingerprint agrees).
+    epochs = [(t, m, issued, spelled(m)) for t, m, issued in epochs or []]
     if start is not None:
-        mapping = start["optimizer"]
+        mapping = read_stored(start["optimizer"])
     elif epochs:
         mapping = epochs[0][1]
     s = make_strategy(mapping)
     if start is not None:
         s.load_state_dict(start["strategy"])
-    current = mapping
+    current = spelled(mapping)
     resets, worst = [], 0.0
     for i, e in enumerate(history):
-        latest = [(m, issued) for t_from, m, issued in epochs if t_from <= e["t"]]
-        if latest and latest[-1][0] != current:
-            new, issued = latest[-1]
+        latest = [(m, issued, full) for t_from, m, issued, full in epochs if t_from <= e["t"]]
+        if latest and latest[-1][2] != current:
+            new, issued, current = latest[-1]
             if issued:
                 s.ask()  # the daemon had issued step t's proposal under the old settings
             s = rebuild_strategy(s.state_dict(), new, keep_pending=issued)
-            current = new
         if e["t"] != s.t:
             return (i, f"history jumps from step {s.t - 1} to {e['t']} (missing records)",
                     resets, worst)

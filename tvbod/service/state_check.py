@@ -24,11 +24,11 @@ _NAMED = 3
 
 
 def stored_optimizer(state: dict) -> dict:
-    """The optimizer mapping a checkpoint was written under, its trigger spelled out (a mapping
-    stored by tvbod 0.1.0 has no `trigger` key: its ET-GP-UCB was the paper's)."""
-    from tvbod.core.spec_history import with_explicit_defaults
+    """The optimizer mapping a checkpoint was written under, with its behaviour version
+    (`behaviours.read_stored`: a mapping stored before the key existed says it by its keys)."""
+    from tvbod.core.behaviours import read_stored
 
-    return with_explicit_defaults(state.get("optimizer", {}), stored=True)
+    return read_stored(state.get("optimizer", {}))
 
 
 def non_finite(value: Any, path: str, found: list[str]) -> list[str]:
