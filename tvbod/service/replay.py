@@ -133,7 +133,7 @@ def apply_overrides(mapping: dict, sets: list[str], unsets: list[str]) -> dict:
         for p in parents:
             node = node.setdefault(p, {})
         node[leaf] = yaml.safe_load(raw)
-    from tvbod.core.spec import uses_event_trigger
+    from tvbod.core.spec_sections import uses_event_trigger
 
     if not uses_event_trigger(out):  # e.g. --set strategy=gp-ucb: the trigger keys go with it
         for key in ("trigger", "forgetting_floor"):
