@@ -108,7 +108,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the box ask's budget.polish (default: the spec default, "
                              "lbfgsb-joint; newton: the opt-in Newton polish)")
     parser.add_argument("--tolerance", type=float,
-                        help="the box ask's budget.tolerance (default: the spec default, 1e-5; "
+                        help="the box ask's budget.tolerance, a fixed setting (default: the newest "
+                             "behaviour version's, 1e-5; "
                              "2.220446049250313e-09: SciPy's own, what earlier versions polished to)")
     parser.add_argument("--seed", type=int, default=0)
 

@@ -71,7 +71,8 @@ class TriggerSpec:
     `|D| >= uninformed_from`; None: off; `uninformed_from` None: `min_points`), a refractory
     period that grows by `backoff` with each reset that follows the last one within
     `burst_steps` steps (1: fixed), and a `reset_burst` report past `burst_resets` resets in
-    `burst_steps` steps.
+    `burst_steps` steps. `uninformed`, `uninformed_from` and `backoff` are fixed by the
+    behaviour version (`tvbod.core.behaviours`; the defaults are the newest version's).
     `paper`: the paper's Algorithm 1 exactly (point test only, refit on any dataset).
     """
 
