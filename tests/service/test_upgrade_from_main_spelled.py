@@ -55,3 +55,15 @@ def test_todays_daemon_restarts_on_it_without_a_configuration_change(tmp_path):
         # one optimizer file: the fingerprint did not change, so nothing new was recorded
         assert len(list((root / "state" / "plants" / plant / "optimizers").glob("*.json"))) == 1
         replays_to_round_off(root, plant, 30)
+
+
+def test_replay_what_ifs_take_user_keys_and_a_version_but_not_a_fixed_setting(tmp_path):
+    from upgrade_fixtures import replay
+
+    root = copy_fixture(FIXTURE, tmp_path)
+    for key in ("delta_b=0.3", "behaviour=2"):
+        out = replay(root, "alpha", "--set", key)
+        assert out.returncode == 0 and "what-if resets at:" in out.stdout, out.stdout + out.stderr
+    out = replay(root, "alpha", "--set", "measurement.pessimism=0")
+    assert out.returncode != 0
+    assert "measurement.pessimism: is fixed by the behaviour version" in out.stderr
