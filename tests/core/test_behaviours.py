@@ -44,7 +44,7 @@ def test_every_version_fixes_every_setting_and_the_newest_is_the_specs_default()
 
 def test_a_mapping_names_its_version_and_a_user_one_cannot_set_what_it_fixes():
     assert parse_spec({"domain": BOX}) == parse_spec({"domain": BOX, "behaviour": NEWEST})
-    for bad in (0, NEWEST + 1, "newest", True):
+    for bad in (0, NEWEST + 1, "newest", True, [2]):
         with pytest.raises(SpecError) as err:
             parse_spec({"domain": BOX, "behaviour": bad})
         assert err.value.key == "behaviour"

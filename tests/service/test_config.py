@@ -246,17 +246,6 @@ def test_every_error_names_file_and_key(tmp_path, files, at_fault, key, words):
     assert words in str(e)
 
 
-def test_a_fixed_setting_in_a_plant_file_is_refused_with_file_key_and_reason(tmp_path):
-    plant = tmp_path / "cartpole.yaml"
-    text = (ROOT / "configs/plants/cartpole.yaml").read_text()
-    plant.write_text(text.replace("    maxiter: 30\n", "    maxiter: 30\n    refit_stop: scipy\n"))
-    with pytest.raises(ConfigError) as info:
-        load_plant_config(plant)
-    assert str(info.value) == (
-        f"{plant}: optimizer.hyperparameters.refit_stop: is fixed by the behaviour version "
-        "(docs/configuration.md, Behaviour versions): remove it")
-
-
 def test_a_plant_file_records_the_newest_behaviour_version():
     from tvbod.core.behaviours import NEWEST
 
@@ -265,14 +254,20 @@ def test_a_plant_file_records_the_newest_behaviour_version():
         assert config.optimizer_mapping["behaviour"] == NEWEST
 
 
-def test_message_format(tmp_path):
+@pytest.mark.parametrize("old, new, message", [
+    ("lengthscales: 4.2 ", "lengthscales: [4.5, 4.5, -1.0, 4.5] ",
+     "optimizer.kernel.lengthscales[2]: -1.0 is out of range (allowed: (0.0, inf])"),
+    ("    maxiter: 30\n", "    maxiter: 30\n    refit_stop: scipy\n",  # a fixed setting
+     "optimizer.hyperparameters.refit_stop: is fixed by the behaviour version "
+     "(docs/configuration.md, Behaviour versions): remove it"),
+])
+def test_message_format(tmp_path, old, new, message):
     plant = tmp_path / "cartpole.yaml"
     text = (ROOT / "configs/plants/cartpole.yaml").read_text()
-    plant.write_text(text.replace("lengthscales: 4.2 ", "lengthscales: [4.5, 4.5, -1.0, 4.5] "))
+    plant.write_text(text.replace(old, new))
     with pytest.raises(ConfigError) as info:
         load_plant_config(plant)
-    assert str(info.value) == (
-        f"{plant}: optimizer.kernel.lengthscales[2]: -1.0 is out of range (allowed: (0.0, inf])")
+    assert str(info.value) == f"{plant}: {message}"
 
 
 def test_yaml_syntax_error_names_file_and_line(tmp_path):

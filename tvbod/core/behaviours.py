@@ -89,7 +89,7 @@ def version_of(m: Mapping) -> int:
     """The behaviour version an optimizer mapping names (`behaviour`; the newest without it: a
     stored mapping without the key goes through `read_stored` first)."""
     v = m.get("behaviour", NEWEST)
-    if isinstance(v, bool) or v not in BEHAVIOURS:
+    if isinstance(v, bool) or not isinstance(v, int) or v not in BEHAVIOURS:
         raise SpecError("behaviour", f"{v!r} is not a behaviour version", f"1..{NEWEST}")
     return v
 
