@@ -78,3 +78,14 @@ def test_each_documented_key_is_one_the_plant_file_loader_accepts(tmp_path, key)
     e = info.value
     assert e.key == f"optimizer.{key}" or e.key.startswith(f"optimizer.{key}["), str(e)
     assert "unknown key" not in str(e) and "fixed by the behaviour version" not in str(e)
+
+
+def test_the_behaviour_versions_section_lists_every_version_and_the_newest():
+    from tvbod.core.behaviours import NEWEST
+
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    section = text[text.index("### Behaviour versions"):]
+    section = section[:section.index("\n## ")]
+    rows = re.findall(r"^\| (\d+) \|", section, re.M)
+    assert rows == [str(v) for v in range(1, NEWEST + 1)]
+    assert f"this tvbod writes {NEWEST}." in " ".join(section.split())

@@ -139,12 +139,12 @@ def parse_noise(value, meas: dict, hyper) -> dict:
 
 
 def parse_measurement(value) -> dict:
-    """`measurement: auto | {offset: number | auto, scale: number | auto, calibration_points: n,
-    pessimism: k}`: the map to the GP's scale, `internal = sign (y - offset) / scale`. `auto`
-    estimates the offset (the mean, moved `pessimism` scales to the worse side) and scale (standard
-    deviation) from the first `calibration_points` measurements and then keeps them, across
-    resets too (`calibration.py`). `auto` is the default of both: a plant that names only its
-    parameters' bounds is measured on its own scale."""
+    """`measurement: auto | {offset: number | auto, scale: number | auto, calibration_points: n}`:
+    the map to the GP's scale, `internal = sign (y - offset) / scale`. `auto` estimates the offset
+    (the mean, moved `pessimism` scales to the worse side) and scale (standard deviation) from the
+    first `calibration_points` measurements and then keeps them, across resets too
+    (`calibration.py`). `pessimism` and `relevel`, an auto offset's fixed settings, come from the
+    behaviour version (`behaviours.spelled` writes them in)."""
     if value == "auto":
         value = {"offset": "auto", "scale": "auto"}
     meas = _mapping(value, "measurement")
@@ -157,10 +157,11 @@ def parse_measurement(value) -> dict:
     for key in ("pessimism", "relevel"):
         if key in meas and offset != "auto":
             raise SpecError(f"measurement.{key}", "applies only with offset auto")
-    relevel = meas.get("relevel", True)
-    if not isinstance(relevel, bool):
-        raise SpecError("measurement.relevel", f"must be true or false, got {relevel!r}")
-    kept = {"relevel": relevel} if "relevel" in meas else {}
+    kept = {}
+    if "relevel" in meas:
+        if not isinstance(meas["relevel"], bool):
+            raise SpecError("measurement.relevel", f"must be true or false, got {meas['relevel']!r}")
+        kept["relevel"] = meas["relevel"]
     if "pessimism" in meas:
         kept["pessimism"] = _number(meas["pessimism"], "measurement.pessimism", 0.0, 10.0)
     points = meas.get("calibration_points")
