@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import validate
-from .errors import InvalidValue, SpecError
 from .behaviours import refuse_fixed, spelled
+from .errors import InvalidValue, SpecError
 from .optimize import POLISHES, TOLERANCE
 from .safety import SafetySpec, parse_safety
 from .spec_model import (DEFAULT_NOISE_VARIANCE, HyperSpec, parse_hyper, parse_measurement,

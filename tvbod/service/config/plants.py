@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from tvbod.core.behaviours import NEWEST, spelled, user_part
 from tvbod.core.errors import DomainError, SpecError
 from tvbod.core.spec import MAX_FINITE_POINTS, OptimizerSpec, parse_spec
-from tvbod.core.behaviours import NEWEST, spelled, user_part
 from tvbod.core.validate import InvalidValue, check_keys as _check_keys, choice as _choice
 from tvbod.core.validate import integer as _integer, mapping as _mapping, number as _number
 from tvbod.protocol import PLANT_NAME_PATTERN, is_valid_plant_name
