@@ -305,11 +305,15 @@ def run(args: argparse.Namespace) -> int:
               "verified (`tvbod inspect`, `tvbod repair`: docs/reliability.md, Quarantine)",
               file=sys.stderr)
         return 1
-    mapping = recorded_optimizer(plant_dir, args.config)
     from tvbod.core import SpecError
 
-    if not args.set and not args.unset:
+    try:  # a stored mapping no behaviour version reproduces is refused (behaviours.read_stored)
+        mapping = recorded_optimizer(plant_dir, args.config)
         epochs = [] if args.config is not None else load_epochs(plant_dir)
+    except SpecError as exc:
+        print(f"tvbod replay: the recorded optimizer mapping: {exc}", file=sys.stderr)
+        return 2
+    if not args.set and not args.unset:
         if start is not None:
             epochs = [ep for ep in epochs if ep[0] >= start["strategy"]["t"]]
         n, divergence, resets, worst = verify(mapping, history, epochs, start, args.tolerance)

@@ -131,14 +131,12 @@ def _apply_problems(state: dict[str, Any] | None, records: list[dict[str, Any]],
     from tvbod.core import make_strategy
     from tvbod.service.event_files import load_epochs
 
-    if state is not None:
-        mapping = stored_optimizer(state)
-    else:
+    if state is None:
         epochs = load_epochs(plant_dir)
         if not epochs:
             return []
-        mapping = epochs[-1][1]
     try:
+        mapping = stored_optimizer(state) if state is not None else epochs[-1][1]
         strategy = make_strategy(mapping)
         if state is not None:
             strategy.load_state_dict(state["strategy"])
