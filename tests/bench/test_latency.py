@@ -198,7 +198,8 @@ def test_cartpole_step_polish_override_gives_the_newton_ask():
 
 def test_tolerance_override_reaches_the_ask_of_both_benches():
     from tvbod.bench import cartpole_step
-    from tvbod.core.optimize import LEGACY_TOLERANCE, TOLERANCE
+    from tvbod.core.behaviours import LEGACY_TOLERANCE
+    from tvbod.core.optimize import TOLERANCE
 
     legacy = LEGACY_TOLERANCE["lbfgsb-joint"]
     assert cartpole_step.shipped_strategy(0).budget.tolerance == TOLERANCE

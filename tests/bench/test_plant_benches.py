@@ -256,5 +256,8 @@ def test_the_bounds_only_row_is_what_the_daemon_makes_of_a_bounds_only_plant_fil
     path.write_text("name: h3\nparameters:\n" + "\n".join(lines)
                     + "\nsense: minimize\noptimizer: {strategy: et-gp-ucb}\n")
     daemon = load_plant_config(path).optimizer_mapping
+    from tvbod.core.behaviours import spelled
+
     assert al.bounds_only(p, 7) == {**daemon, "seed": 7}
-    assert daemon["measurement"]["offset"] == "auto" and daemon["noise_variance"] == "auto"
+    full = spelled(daemon)  # what its behaviour version makes of it
+    assert full["measurement"]["offset"] == "auto" and full["noise_variance"] == "auto"

@@ -62,9 +62,8 @@ def test_without_new_keys_the_state_has_no_exploration_entry():
 def test_composition_with_the_event_trigger_resets_exploration_state():
     # Property: a trigger keeps kappa/lambda, forgets the moving averages (adaptive) ...
     # (the surprise lands where D knows little: the uninformed rule is off so that it resets)
-    spec = {**BOX, "noise_variance": 0.001, "exploration": {"type": "adaptive"},
-            "trigger": {"uninformed": "off"}}
-    s = make_strategy(spec)
+    spec = {**BOX, "noise_variance": 0.001, "exploration": {"type": "adaptive"}}
+    s = make_strategy(parse_spec(spec, {"trigger.uninformed": "off"}))
     for _ in range(8):
         x = s.ask()
         s.tell(x, f(x))
@@ -79,9 +78,9 @@ def test_composition_with_the_event_trigger_resets_exploration_state():
     assert e.delta_bar_ is None  # no posterior comparison yet on the new dataset
     assert e.i_bar_ is not None and e.lambda_ == lam  # I_t of the new dataset starts the average
     # ... and restarts A-GP-UCB's clock and scaling (t' counts from the reset)
-    spec = {**BOX, "noise_variance": 0.001, "trigger": {"uninformed": "off"},
+    spec = {**BOX, "noise_variance": 0.001,
             "exploration": {"type": "agpucb", "estimator": "bound", "norm_bound": 0.01}}
-    s = make_strategy(spec)
+    s = make_strategy(parse_spec(spec, {"trigger.uninformed": "off"}))
     for _ in range(8):
         x = s.ask()
         s.tell(x, f(x))

@@ -6,14 +6,13 @@ was written under."""
 import numpy as np
 
 from tvbod.core import make_strategy, parse_spec
-from tvbod.core.spec_history import with_explicit_defaults
+from tvbod.core.behaviours import read_stored, spelled
 
 BOX = {"type": "box", "lower": [0.0, 0.0], "upper": [2.0, 1.0]}
 
 
 def _bounds_only(seed: int) -> dict:
-    return with_explicit_defaults({"strategy": "et-gp-ucb", "sense": "minimize", "seed": seed,
-                                   "domain": BOX})
+    return {"strategy": "et-gp-ucb", "sense": "minimize", "seed": seed, "domain": BOX}
 
 
 def _cost(x, t: int) -> float:
@@ -25,11 +24,11 @@ def _cost(x, t: int) -> float:
 def test_a_new_plant_is_measured_on_its_own_scale_and_a_stored_one_on_the_fixed_map():
     new = parse_spec(_bounds_only(0))
     assert new.calibrates and new.measurement_offset is None and new.measurement_scale is None
-    stored = with_explicit_defaults({"strategy": "et-gp-ucb", "domain": BOX}, stored=True)
-    assert stored["measurement"] == {"offset": 0.0, "scale": 1.0}
+    stored = read_stored({"strategy": "et-gp-ucb", "domain": BOX})
+    assert spelled(stored)["measurement"] == {"offset": 0.0, "scale": 1.0}
     assert not parse_spec(stored).calibrates
-    assert with_explicit_defaults({"domain": BOX, "measurement": {"offset": 3.0}},
-                                  stored=True)["measurement"] == {"offset": 3.0, "scale": 1.0}
+    assert spelled(read_stored({"domain": BOX, "measurement": {"offset": 3.0}}))[
+        "measurement"] == {"offset": 3.0, "scale": 1.0}
     # the box is the kernel's unit cube: lengthscales are shares of each parameter's range
     assert np.allclose(make_strategy(_bounds_only(0)).domain.to_internal([2.0, 1.0]), [1.0, 1.0])
 

@@ -194,26 +194,35 @@ def test_measurement_auto_parses_and_bad_values_name_the_key():
     with pytest.raises(SpecError, match="measurement"):
         parse_spec(_spec("standardize"))
     assert parse_spec(_spec("auto")).pessimism == 1.0
-    assert parse_spec(_spec({"offset": "auto", "scale": "auto", "pessimism": 0})).pessimism == 0.0
-    for bad in ({"offset": 1.0, "scale": "auto", "pessimism": 1}, {"offset": "auto", "pessimism": -1},
-                {"offset": "auto", "pessimism": 11}):
+    assert parse_spec(_spec("auto"), {"measurement.pessimism": 0}).pessimism == 0.0
+    for bad in (-1, 11):
         with pytest.raises(SpecError, match="measurement.pessimism"):
-            parse_spec(_spec(bad))
+            parse_spec(_spec("auto"), {"measurement.pessimism": bad})
+    with pytest.raises(SpecError, match="fixed by the behaviour version") as err:
+        parse_spec(_spec({"offset": "auto", "pessimism": 1}))
+    assert err.value.key == "measurement.pessimism"
 
 
 def test_a_stored_auto_offset_without_pessimism_replays_with_the_plain_mean():
-    from tvbod.core.spec_history import with_explicit_defaults
+    from tvbod.core.behaviours import read_stored, spelled
 
     for meas in ("auto", {"offset": "auto", "scale": 2.0}):
-        old = with_explicit_defaults(_spec(meas), stored=True)["measurement"]
-        assert old["pessimism"] == 0.0 and parse_spec(_spec(old)).pessimism == 0.0
-        assert with_explicit_defaults(_spec(meas))["measurement"]["pessimism"] == 1.0
-    kept = {"offset": "auto", "scale": "auto", "pessimism": 0.5, "relevel": True}
-    assert with_explicit_defaults(_spec(kept), stored=True)["measurement"] == kept
-    assert with_explicit_defaults(_spec("auto"), stored=True)["measurement"]["relevel"] is False
-    assert with_explicit_defaults(_spec("auto"))["measurement"]["relevel"] is True
-    assert with_explicit_defaults(_spec({"offset": 1.0, "scale": 2.0}))["measurement"] == {
+        old = read_stored(_spec(meas))
+        assert spelled(old)["measurement"]["pessimism"] == 0.0
+        assert parse_spec(old).pessimism == 0.0
+        assert spelled(_spec(meas))["measurement"]["pessimism"] == 1.0
+    today = spelled(_spec("auto"))  # as the code before behaviour versions stored it
+    assert spelled(read_stored(today)) == today
+    assert read_stored(today)["measurement"] == {"offset": "auto", "scale": "auto"}
+    assert spelled(read_stored(_spec("auto")))["measurement"]["relevel"] is False
+    assert spelled(_spec("auto"))["measurement"]["relevel"] is True
+    assert spelled(_spec({"offset": 1.0, "scale": 2.0}))["measurement"] == {
         "offset": 1.0, "scale": 2.0}
+    odd = spelled(_spec("auto"))
+    odd["measurement"]["pessimism"] = 0.5
+    with pytest.raises(SpecError) as err:  # a value no behaviour version had
+        read_stored(odd)
+    assert err.value.key == "measurement.pessimism"
 
 
 # ---------------------------------------------------------------------- absurd measurements
@@ -250,8 +259,8 @@ def test_after_a_reset_the_offset_follows_the_new_datasets_mean_for_the_refracto
     # `relevel`: during the hold after a reset (3 steps, in which no reset can come) the auto
     # offset is the mean of D's measurements plus one scale (a cost: the worse side). Without
     # it, the reset's one measurement sets it.
-    s = make_strategy(_spec({"offset": "auto", "scale": "auto", "relevel": relevel},
-                            trigger={"uninformed": "off", "backoff": 1}))
+    s = make_strategy(parse_spec(_spec({"offset": "auto", "scale": "auto"}), {
+        "measurement.relevel": relevel, "trigger.uninformed": "off", "trigger.backoff": 1}))
     rng = np.random.default_rng(0)
     for t in range(1, 61):
         x = s.ask()
@@ -268,8 +277,8 @@ def test_after_a_reset_the_offset_follows_the_new_datasets_mean_for_the_refracto
     assert np.allclose(s.output.to_measurement(s.gp.y_), seen, rtol=1e-12)
 
 
-def test_relevel_needs_an_auto_offset_and_a_boolean():
-    with pytest.raises(SpecError, match="measurement.relevel"):
+def test_relevel_is_fixed_by_the_behaviour_version_and_a_boolean():
+    with pytest.raises(SpecError, match="fixed by the behaviour version"):
         parse_spec(_spec({"offset": 1.0, "scale": "auto", "relevel": True}))
     with pytest.raises(SpecError, match="measurement.relevel"):
-        parse_spec(_spec({"offset": "auto", "scale": "auto", "relevel": "yes"}))
+        parse_spec(_spec({"offset": "auto", "scale": "auto"}), {"measurement.relevel": "yes"})

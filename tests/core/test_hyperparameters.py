@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy.optimize import approx_fprime
 
-from tvbod.core import SpecError, make_strategy
+from tvbod.core import SpecError, make_strategy, parse_spec
 from tvbod.core.hyperparameters import (GammaPrior, converged, fit_hyperparameters,
                                        log_posterior)
 from tvbod.core.kernels import ForgettingFactor, Matern52, SquaredExponential, WienerDrift
@@ -295,9 +295,10 @@ def test_online_refits_are_skipped_once_the_map_settles_and_never_with_tolerance
     # A skipped refit keeps the lengthscales bit for bit; L-BFGS-B's own run (from exp(log l))
     # practically always moves them at least by round-off.
     def unchanged_steps(tolerance):
-        s = make_strategy({"domain": BOX, "kernel": {"lengthscales": 4.5}, "seed": 2,
-                           "hyperparameters": {"lengthscales": "map", "refit_tolerance": tolerance},
-                           "budget": {"candidates": 128, "starts": 2, "maxiter": 15}})
+        s = make_strategy(parse_spec({"domain": BOX, "kernel": {"lengthscales": 4.5}, "seed": 2,
+                                      "hyperparameters": {"lengthscales": "map"},
+                                      "budget": {"candidates": 128, "starts": 2, "maxiter": 15}},
+                                     {"hyperparameters.refit_tolerance": tolerance}))
         f = lambda x: float(np.sin(x[0] * 3) + np.cos(x[1]))  # noqa: E731
         same = []
         for _ in range(40):
@@ -311,44 +312,49 @@ def test_online_refits_are_skipped_once_the_map_settles_and_never_with_tolerance
 
 
 def test_spec_names_every_objective_the_fit_knows():
-    from tvbod.core import hyperparameters, spec
+    from tvbod.core import hyperparameters, spec_model
 
-    assert set(spec.OBJECTIVES) == set(hyperparameters.OBJECTIVES)
-    assert spec.HyperSpec().objective == "factored"
+    assert set(spec_model.OBJECTIVES) == set(hyperparameters.OBJECTIVES)
+    assert spec_model.HyperSpec().objective == "factored"
 
 
 MAP = {"domain": BOX, "hyperparameters": {"lengthscales": "map"}}
 
 
 def test_a_stored_mapping_without_the_refit_keys_means_tvbod_0_2s_refit():
-    from tvbod.core.spec import HyperSpec, parse_spec
-    from tvbod.core.spec_history import with_explicit_defaults
+    from tvbod.core.behaviours import read_stored, spelled
+    from tvbod.core.spec import parse_spec
+    from tvbod.core.spec_model import HyperSpec
 
-    stored = with_explicit_defaults(MAP, stored=True)["hyperparameters"]
+    stored = spelled(read_stored(MAP))["hyperparameters"]
     assert (stored["objective"], stored["refit_tolerance"]) == ("explicit-inverse", 0.0)
-    fresh = with_explicit_defaults(MAP)["hyperparameters"]
+    fresh = spelled(MAP)["hyperparameters"]
     assert (fresh["objective"], fresh["refit_tolerance"]) == (HyperSpec.objective,
                                                               HyperSpec.refit_tolerance)
-    hyper = parse_spec(with_explicit_defaults(MAP, stored=True)).hyper
+    hyper = parse_spec(read_stored(MAP)).hyper
     assert (hyper.objective, hyper.refit_tolerance) == ("explicit-inverse", 0.0)
-    kept = {"lengthscales": "map", "objective": "factored", "refit_tolerance": 0.2,
-            "refit_stop": "tolerance"}
-    assert with_explicit_defaults({**MAP, "hyperparameters": kept},
-                                 stored=True)["hyperparameters"] == kept
+    today = spelled(MAP)  # as the code before behaviour versions stored it
+    assert spelled(read_stored(today)) == today
     assert MAP["hyperparameters"] == {"lengthscales": "map"}  # the argument is left alone
-    assert "hyperparameters" not in with_explicit_defaults({"domain": BOX})
+    assert "hyperparameters" not in spelled({"domain": BOX})
+    for key, bad in (("refit_tolerance", -0.1), ("refit_tolerance", "tiny"),
+                     ("objective", "cholesky")):
+        with pytest.raises(SpecError) as err:
+            parse_spec(MAP, {f"hyperparameters.{key}": bad})
+        assert err.value.key == f"hyperparameters.{key}"
 
 
 def test_a_stored_mapping_without_refit_stop_means_scipys_stopping_test():
-    from tvbod.core.spec import HyperSpec, parse_spec
-    from tvbod.core.spec_history import with_explicit_defaults
+    from tvbod.core.behaviours import read_stored, spelled
+    from tvbod.core.spec import parse_spec
+    from tvbod.core.spec_model import HyperSpec
 
     assert HyperSpec.refit_stop == "tolerance"
-    assert with_explicit_defaults(MAP, stored=True)["hyperparameters"]["refit_stop"] == "scipy"
-    assert with_explicit_defaults(MAP)["hyperparameters"]["refit_stop"] == "tolerance"
-    assert parse_spec(with_explicit_defaults(MAP, stored=True)).hyper.refit_stop == "scipy"
+    assert spelled(read_stored(MAP))["hyperparameters"]["refit_stop"] == "scipy"
+    assert spelled(MAP)["hyperparameters"]["refit_stop"] == "tolerance"
+    assert parse_spec(read_stored(MAP)).hyper.refit_stop == "scipy"
     with pytest.raises(SpecError) as err:
-        parse_spec({**MAP, "hyperparameters": {"lengthscales": "map", "refit_stop": "early"}})
+        parse_spec(MAP, {"hyperparameters.refit_stop": "early"})
     assert err.value.key == "hyperparameters.refit_stop"
 
 

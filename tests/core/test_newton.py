@@ -10,7 +10,8 @@ from tvbod.core import newton
 from tvbod.core.acquisition import EI, UCB
 from tvbod.core.gp import ExactGP, predict_with_grad
 from tvbod.core.kernels import ForgettingFactor, Matern52, SquaredExponential
-from tvbod.core.optimize import LEGACY_TOLERANCE, POLISHES, Budget, maximize_on_box, sobol_unit
+from tvbod.core.behaviours import LEGACY_TOLERANCE
+from tvbod.core.optimize import POLISHES, Budget, maximize_on_box, sobol_unit
 
 H = 1e-5  # central-difference step (the gradients are smooth at the scale of the lengthscales)
 

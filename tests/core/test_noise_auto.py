@@ -7,7 +7,7 @@ import pytest
 
 from tvbod.core import SpecError, make_strategy, parse_spec
 from tvbod.core.hyperparameters import NOISE_FLOOR, fit_noise, noise_log_likelihoods
-from tvbod.core.spec_history import with_explicit_defaults
+from tvbod.core.behaviours import read_stored, spelled
 
 BOX = {"type": "box", "lower": [0.0, 0.0], "upper": [1.0, 1.0]}
 
@@ -80,5 +80,5 @@ def test_auto_is_the_default_with_an_auto_map_and_refused_with_a_fixed_one():
     with pytest.raises(SpecError):
         parse_spec(_spec(noise_variance="auto", hyperparameters={
             "lengthscales": "map", "noise_variance": "map"}))
-    assert with_explicit_defaults(_spec())["noise_variance"] == "auto"
-    assert with_explicit_defaults(_spec(), stored=True)["noise_variance"] == 0.02
+    assert spelled(_spec())["noise_variance"] == "auto"
+    assert spelled(read_stored(_spec()))["noise_variance"] == 0.02

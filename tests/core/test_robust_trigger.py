@@ -11,7 +11,7 @@ import pytest
 from scipy.stats import binom, norm
 
 from tvbod.core import SpecError, make_strategy, parse_spec
-from tvbod.core.spec_history import with_explicit_defaults
+from tvbod.core.behaviours import read_stored, spelled
 from tvbod.core.trigger import RobustTrigger, pi_t, rho, wbar, window_constant
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -182,7 +182,8 @@ def test_refractory_period_holds_a_reset_back_and_says_so():
 
 
 def test_reset_burst_is_reported_when_resets_come_faster_than_the_documented_rate():
-    s = make_strategy(_box({"trigger": {"refractory": 0, "uninformed": "off", "burst": {"resets": 3, "steps": 20}}}))
+    s = make_strategy(parse_spec(_box({"trigger": {"refractory": 0, "burst": {"resets": 3, "steps": 20}}}),
+                                 {"trigger.uninformed": "off"}))
     s.tell(s.ask(), 0.0)
     bursts = []
     for k in range(6):
@@ -215,9 +216,8 @@ def test_learned_lengthscales_are_kept_across_a_reset_until_enough_points():
 
 @pytest.mark.parametrize("stop", ["tolerance", "scipy"])
 def test_paper_trigger_refits_on_the_one_point_dataset_after_a_reset(stop):
-    spec = _map_box({"trigger": "paper"})
-    spec["hyperparameters"]["refit_stop"] = stop
-    s = make_strategy(spec)
+    s = make_strategy(parse_spec(_map_box({"trigger": "paper"}),
+                                 {"hyperparameters.refit_stop": stop}))
     for t in range(1, 30):
         s.tell(x := s.ask(), _f(x, 1))
     assert s.tell(s.ask(), 10.0).reset
@@ -310,8 +310,7 @@ def test_paper_preset_reproduces_the_trigger_of_tvbod_0_1_0(case):
     # replay` does: bit for bit on the recording machine, within round-off on a CPU whose BLAS
     # rounds differently (ROUND_OFF); a behaviour change moves proposals far more, or a reset.
     golden = json.loads((FIXTURES / "paper_trigger_golden.json").read_text())[case]
-    s = make_strategy(with_explicit_defaults({**golden["spec"], "trigger": "paper"},
-                                            stored=True))
+    s = make_strategy(read_stored({**golden["spec"], "trigger": "paper"}))
     for t, row in enumerate(golden["rows"], start=1):
         x = s.ask()
         assert np.allclose(x, row["x"], rtol=ROUND_OFF, atol=ROUND_OFF), f"proposal differs at t = {t}"
@@ -359,26 +358,28 @@ def test_a_surprise_far_from_the_data_does_not_reset_but_one_near_it_does():
 
 @pytest.mark.parametrize("value, expected", [(None, 0.5), ("off", None), (0.3, 0.3), (1, 1.0)])
 def test_uninformed_share_is_read_with_its_default_and_off(value, expected):
-    trigger = {} if value is None else {"uninformed": value}
-    assert parse_spec(_box({"trigger": trigger})).trigger.uninformed == expected
+    settings = {} if value is None else {"trigger.uninformed": value}
+    assert parse_spec(_box(), settings).trigger.uninformed == expected
     assert parse_spec(_box({"trigger": "paper"})).trigger.uninformed is None
 
 
 @pytest.mark.parametrize("value", [0, -0.1, 1.5, "half"])
 def test_bad_uninformed_share_names_its_key(value):
     with pytest.raises(SpecError) as err:
-        parse_spec(_box({"trigger": {"uninformed": value}}))
+        parse_spec(_box(), {"trigger.uninformed": value})
     assert err.value.key == "trigger.uninformed"
 
 
 def test_a_stored_robust_trigger_without_the_rule_replays_without_it():
     # before the uninformed rule, stored mappings mean `off`; a plant file today means 0.5
-    assert with_explicit_defaults(_box(), stored=True)["trigger"] == "paper"  # tvbod 0.1.0
+    assert spelled(read_stored(_box()))["trigger"] == "paper"  # tvbod 0.1.0
+    assert read_stored(_box())["behaviour"] == 1
     for stored in ("robust", {"type": "robust", "window": 4}):
-        old = with_explicit_defaults(_box({"trigger": stored}), stored=True)["trigger"]
-        new = with_explicit_defaults(_box({"trigger": stored}))["trigger"]
-        assert old["uninformed"] == "off" and new["uninformed"] == 0.5
-        assert parse_spec(_box({"trigger": old})).trigger.uninformed is None
-    kept = {"type": "robust", "uninformed": 0.3, "uninformed_from": 4, "backoff": 3.0}
-    assert with_explicit_defaults(_box({"trigger": kept}), stored=True)["trigger"] == kept
-    assert with_explicit_defaults(_box({"trigger": "paper"}))["trigger"] == "paper"
+        old = read_stored(_box({"trigger": stored}))
+        new = spelled(_box({"trigger": stored}))["trigger"]
+        assert spelled(old)["trigger"]["uninformed"] == "off" and new["uninformed"] == 0.5
+        assert parse_spec(old).trigger.uninformed is None
+    today = spelled(_box())  # as the code before behaviour versions stored it
+    # a fixed measurement map: versions 8-10 store it alike; it reads as the oldest of them
+    assert spelled(read_stored(today)) == today and read_stored(today)["behaviour"] == 8
+    assert spelled(_box({"trigger": "paper"}))["trigger"] == "paper"

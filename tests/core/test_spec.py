@@ -59,26 +59,27 @@ def test_error_lists_allowed_values():
     assert "et-gp-ucb" in err.value.allowed and "tv-gp-ucb" in err.value.allowed
 
 
-def test_budget_tolerance_is_spelled_out_new_and_legacy_for_a_stored_mapping():
-    from tvbod.core.optimize import LEGACY_TOLERANCE, TOLERANCE
-    from tvbod.core.spec_history import with_explicit_defaults
+def test_budget_tolerance_is_the_behaviour_versions_new_and_legacy_for_a_stored_mapping():
+    from tvbod.core.behaviours import LEGACY_TOLERANCE, read_stored, spelled
+    from tvbod.core.optimize import TOLERANCE
 
     assert parse_spec({"domain": BOX}).tolerance == TOLERANCE == 1e-5
-    assert with_explicit_defaults({"domain": BOX})["budget"] == {"tolerance": TOLERANCE}
+    assert spelled({"domain": BOX})["budget"] == {"tolerance": TOLERANCE}
     # a stored mapping without the key was written when each polish stopped at its own rule
     for polish, legacy in LEGACY_TOLERANCE.items():
-        stored = with_explicit_defaults({"domain": BOX, "budget": {"polish": polish}},
-                                        stored=True)
-        assert stored["budget"] == {"polish": polish, "tolerance": legacy}
+        stored = read_stored({"domain": BOX, "budget": {"polish": polish}})
+        assert spelled(stored)["budget"] == {"polish": polish, "tolerance": legacy}
         assert parse_spec(stored).tolerance == legacy
     assert LEGACY_TOLERANCE["lbfgsb-joint"] == 1e7 * np.finfo(float).eps  # SciPy's default ftol
-    kept = {"domain": BOX, "budget": {"tolerance": 1e-3}}
-    assert with_explicit_defaults(kept, stored=True)["budget"] == kept["budget"]
+    with pytest.raises(SpecError, match="fixed by the behaviour version") as err:
+        parse_spec({"domain": BOX, "budget": {"tolerance": 1e-3}})
+    assert err.value.key == "budget.tolerance"
     arms = {"domain": {"type": "arms", "n_arms": 3}}
-    assert "budget" not in with_explicit_defaults(arms)  # no polish on a finite domain
+    assert "budget" not in spelled(arms)  # no polish on a finite domain
+    assert parse_spec({"domain": BOX}, {"budget.tolerance": 1e-3}).tolerance == 1e-3
     for bad in (-1e-6, 0.5, "tight", True):
         with pytest.raises(SpecError) as err:
-            parse_spec({"domain": BOX, "budget": {"tolerance": bad}})
+            parse_spec({"domain": BOX}, {"budget.tolerance": bad})
         assert err.value.key == "budget.tolerance"
 
 
@@ -95,13 +96,13 @@ def test_spec_is_frozen():
 
 
 def test_budget_polish_defaults_to_lbfgsb_and_newton_is_opt_in():
-    from tvbod.core.spec_history import with_explicit_defaults
+    from tvbod.core.behaviours import read_stored, spelled
 
     assert parse_spec({"domain": BOX}).polish == "lbfgsb-joint"
     assert parse_spec({"domain": BOX, "budget": {"polish": "newton"}}).polish == "newton"
     assert make_strategy({"domain": BOX, "budget": {"polish": "newton"}}).budget.polish == "newton"
     # the default polish is the one every stored state was written with: nothing to spell out
-    assert "polish" not in with_explicit_defaults({"domain": BOX}, stored=True)["budget"]
+    assert "polish" not in spelled(read_stored({"domain": BOX}))["budget"]
     with pytest.raises(SpecError) as err:
         parse_spec({"domain": BOX, "budget": {"polish": "bfgs"}})
     assert "newton" in err.value.allowed and "lbfgsb-joint" in err.value.allowed

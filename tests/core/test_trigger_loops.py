@@ -7,7 +7,7 @@ import pytest
 from scipy.stats import binom
 
 from tvbod.core import SpecError, make_strategy, parse_spec
-from tvbod.core.spec_history import with_explicit_defaults
+from tvbod.core.behaviours import read_stored, spelled
 from tvbod.core.trigger import RobustTrigger, hold_steps, next_level
 
 FIXED = {"offset": 0.0, "scale": 1.0}
@@ -84,7 +84,8 @@ def test_after_a_reset_a_surprise_far_from_its_one_point_does_not_reset_again(si
     # The loop of a re-centred level: after a reset D = {(x_t, y_t)}; a measurement far from x_t
     # tests the prior, not D. With `uninformed_from: min_points` (stored state's meaning) it
     # resets again; from the first point it is held.
-    s = make_strategy(_box({"trigger": {"refractory": 0, "uninformed_from": since}}))
+    s = make_strategy(parse_spec(_box({"trigger": {"refractory": 0}}),
+                                 {"trigger.uninformed_from": since}))
     for x in np.random.default_rng(0).uniform(0.0, 0.5, (12, 2)):
         s.tell(x, 0.0)
     assert s.tell(np.array([0.25, 0.25]), 5.0).reset and s.dataset_size == 1
@@ -117,11 +118,11 @@ def test_holds_add_no_false_alarm_on_gp_prior_samples_with_the_default_trigger()
 def test_trigger_keys_parse_with_defaults_and_stored_mappings_keep_the_old_meaning():
     t = parse_spec(_box()).trigger
     assert (t.uninformed_from, t.backoff) == (1, 2.0)
-    t = parse_spec(_box({"trigger": {"uninformed_from": "min_points", "backoff": 1}})).trigger
+    t = parse_spec(_box(), {"trigger.uninformed_from": "min_points", "trigger.backoff": 1}).trigger
     assert (t.uninformed_from, t.backoff) == (None, 1.0)
-    stored = with_explicit_defaults(_box({"trigger": "robust"}), stored=True)["trigger"]
+    stored = spelled(read_stored(_box({"trigger": "robust"})))["trigger"]
     assert (stored["uninformed_from"], stored["backoff"]) == ("min_points", 1.0)
-    new = with_explicit_defaults(_box({"trigger": "robust"}))["trigger"]
+    new = spelled(_box({"trigger": "robust"}))["trigger"]
     assert (new["uninformed_from"], new["backoff"]) == (1, 2.0)
 
 
@@ -129,5 +130,8 @@ def test_trigger_keys_parse_with_defaults_and_stored_mappings_keep_the_old_meani
                                         ("uninformed_from", 0), ("uninformed_from", "always")])
 def test_bad_trigger_keys_name_the_key(key, value):
     with pytest.raises(SpecError) as err:
+        parse_spec(_box(), {f"trigger.{key}": value})
+    assert err.value.key == f"trigger.{key}"
+    with pytest.raises(SpecError, match="fixed by the behaviour version") as err:
         parse_spec(_box({"trigger": {key: value}}))
     assert err.value.key == f"trigger.{key}"

@@ -8,7 +8,8 @@ import pytest
 
 from tvbod.core import SpecError, parse_spec
 from tvbod.core.errors import InvalidValue
-from tvbod.core.spec import ExplorationSpec, OptimizerSpec
+from tvbod.core.spec import OptimizerSpec
+from tvbod.core.spec_sections import ExplorationSpec
 from tvbod.core.validate import check_keys, choice, defaults, integer, number, vector
 
 BOX = {"type": "box", "lower": [0.0], "upper": [1.0]}

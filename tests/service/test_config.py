@@ -146,6 +146,13 @@ CASES = [
      "plants/a.yaml", "optimizer.colour", "unknown key"),
     ("key of another strategy", {"plants/a.yaml": PLANT_A + "  reset_period: 5\n"},
      "plants/a.yaml", "optimizer.reset_period", "r-gp-ucb"),
+    ("a setting the behaviour version fixes", {"plants/a.yaml": PLANT_A + "  trigger: {backoff: 1}\n"},
+     "plants/a.yaml", "optimizer.trigger.backoff", "is fixed by the behaviour version"),
+    ("a fixed MAP setting", {"plants/a.yaml": PLANT_A + "  hyperparameters: {lengthscales: map, "
+                             "objective: explicit-inverse}\n"},
+     "plants/a.yaml", "optimizer.hyperparameters.objective", "is fixed by the behaviour version"),
+    ("the behaviour version itself", {"plants/a.yaml": PLANT_A + "  behaviour: 2\n"},
+     "plants/a.yaml", "optimizer.behaviour", "the tvbod that writes the plant's state"),
     ("duplicate plant names", {"plants/b.yaml": PLANT_A},
      "plants/b.yaml", "name", "a.yaml"),
     ("bad plant name", {"plants/a.yaml": with_plant("name: a", "name: ../a")},
@@ -239,14 +246,28 @@ def test_every_error_names_file_and_key(tmp_path, files, at_fault, key, words):
     assert words in str(e)
 
 
-def test_message_format(tmp_path):
+def test_a_plant_file_records_the_newest_behaviour_version():
+    from tvbod.core.behaviours import NEWEST
+
+    for name in ("cartpole", "temperature", "cartpole-safe"):
+        config = load_plant_config(ROOT / "configs/plants" / f"{name}.yaml")
+        assert config.optimizer_mapping["behaviour"] == NEWEST
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("lengthscales: 4.2 ", "lengthscales: [4.5, 4.5, -1.0, 4.5] ",
+     "optimizer.kernel.lengthscales[2]: -1.0 is out of range (allowed: (0.0, inf])"),
+    ("    maxiter: 30\n", "    maxiter: 30\n    refit_stop: scipy\n",  # a fixed setting
+     "optimizer.hyperparameters.refit_stop: is fixed by the behaviour version "
+     "(docs/configuration.md, Behaviour versions): remove it"),
+])
+def test_message_format(tmp_path, old, new, message):
     plant = tmp_path / "cartpole.yaml"
     text = (ROOT / "configs/plants/cartpole.yaml").read_text()
-    plant.write_text(text.replace("lengthscales: 4.2 ", "lengthscales: [4.5, 4.5, -1.0, 4.5] "))
+    plant.write_text(text.replace(old, new))
     with pytest.raises(ConfigError) as info:
         load_plant_config(plant)
-    assert str(info.value) == (
-        f"{plant}: optimizer.kernel.lengthscales[2]: -1.0 is out of range (allowed: (0.0, inf])")
+    assert str(info.value) == f"{plant}: {message}"
 
 
 def test_yaml_syntax_error_names_file_and_line(tmp_path):

@@ -84,7 +84,11 @@ def test_a_bounds_only_plant_file_is_stored_with_auto_and_the_loop_guard(tmp_pat
         _drive(d, 25)
     finally:
         d.stop()
+    from tvbod.core.behaviours import NEWEST, spelled
+
     stored = PlantStore(tmp_path / "state", "alpha").recover().state["optimizer"]
+    assert stored["behaviour"] == NEWEST and "measurement" not in stored  # what the file says
+    stored = spelled(stored)  # and what the behaviour version makes of it
     assert stored["measurement"] == {"offset": "auto", "scale": "auto", "pessimism": 1.0,
                                      "relevel": True}
     assert stored["noise_variance"] == "auto"

@@ -22,8 +22,10 @@ PLANT_FILE = Path(__file__).resolve().parents[2] / "configs" / "plants" / "cartp
 SIZES = (50, 150, 300)
 
 
-#: `--refit legacy`: tvbod 0.2's refit, bit for bit (its objective evaluation, no skip).
-LEGACY_REFIT = {"objective": "explicit-inverse", "refit_tolerance": 0.0}
+#: `--refit legacy`: tvbod 0.2's refit, bit for bit (its objective evaluation, no skip): fixed
+#: settings of behaviour version 2 (`tvbod.core.behaviours`), replacing the shipped version's.
+LEGACY_REFIT = {"hyperparameters.objective": "explicit-inverse",
+                "hyperparameters.refit_tolerance": 0.0}
 
 
 def shipped_strategy(seed: int = 0, refit: str = "shipped", polish: str | None = None,
@@ -31,16 +33,17 @@ def shipped_strategy(seed: int = 0, refit: str = "shipped", polish: str | None =
     """The shipped cart-pole optimizer (`PLANT_FILE`'s `optimizer:`), seeded; `refit: legacy`
     with `LEGACY_REFIT` in its `hyperparameters` (the "before" of docs/benchmarks.md); `polish`
     and `tolerance` override its `budget.polish` (e.g. `newton`, the opt-in Newton polish) and
-    `budget.tolerance`."""
-    from tvbod.core import make_strategy
+    the fixed setting `budget.tolerance`."""
+    from tvbod.core import make_strategy, parse_spec
     from tvbod.service.config import load_plant_config
 
     mapping = {**load_plant_config(PLANT_FILE).optimizer_mapping, "seed": seed}
-    if refit == "legacy":
-        mapping["hyperparameters"] = {**mapping["hyperparameters"], **LEGACY_REFIT}
-    given = {"polish": polish, "tolerance": tolerance}
-    mapping["budget"] = {**mapping.get("budget", {}), **{k: v for k, v in given.items() if v is not None}}
-    return make_strategy(mapping)
+    settings = dict(LEGACY_REFIT) if refit == "legacy" else {}
+    if tolerance is not None:
+        settings["budget.tolerance"] = tolerance
+    if polish is not None:
+        mapping["budget"] = {**mapping.get("budget", {}), "polish": polish}
+    return make_strategy(parse_spec(mapping, settings))
 
 
 class _Episodes:

@@ -104,7 +104,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the box ask's budget.polish (default: the spec default, "
                              "lbfgsb-joint; newton: the opt-in Newton polish)")
     parser.add_argument("--tolerance", type=float,
-                        help="the box ask's budget.tolerance (default: the spec default, 1e-5; "
+                        help="the box ask's budget.tolerance, a fixed setting (default: the newest "
+                             "behaviour version's, 1e-5; "
                              "2.220446049250313e-09: SciPy's own, what earlier versions polished to)")
     parser.add_argument("--seed", type=int, default=0)
 
@@ -180,15 +181,15 @@ def build_strategy(d: int, n: int, seed: int = 0, polish: str | None = None,
     (with `budget.polish: polish` and `budget.tolerance: tolerance` if given)."""
     import numpy as np
 
-    from tvbod.core import make_strategy
+    from tvbod.core import make_strategy, parse_spec
 
-    s = make_strategy({
+    s = make_strategy(parse_spec({
         "strategy": "gp-ucb", "domain": {"lower": [0.0] * d, "upper": [1.0] * d},
         "kernel": {"type": "se", "lengthscales": lengthscale(d)},
         "noise_variance": NOISE_VARIANCE, "seed": seed,
         "measurement": {"offset": 0.0, "scale": 1.0},
-        "budget": {k: v for k, v in (("polish", polish), ("tolerance", tolerance)) if v is not None},
-    })
+        "budget": {"polish": polish} if polish is not None else {},
+    }, {"budget.tolerance": tolerance} if tolerance is not None else None))
     rng = np.random.default_rng([seed, d, n])
     X = rng.random((n, d))
     y = objective(X) + rng.normal(0.0, math.sqrt(NOISE_VARIANCE), n)

@@ -109,9 +109,9 @@ def recorded_optimizer(plant_dir: Path, config: Path | None) -> dict:
             return epochs[0][1]
         raise SystemExit(f"tvbod replay: {plant_dir} has no readable checkpoint with the optimizer "
                          "configuration; pass --config PLANT_FILE")
-    from tvbod.core.spec_history import with_explicit_defaults
+    from tvbod.core.behaviours import read_stored
 
-    return with_explicit_defaults(state["optimizer"], stored=True)
+    return read_stored(state["optimizer"])
 
 
 def apply_overrides(mapping: dict, sets: list[str], unsets: list[str]) -> dict:
@@ -133,7 +133,7 @@ def apply_overrides(mapping: dict, sets: list[str], unsets: list[str]) -> dict:
         for p in parents:
             node = node.setdefault(p, {})
         node[leaf] = yaml.safe_load(raw)
-    from tvbod.core.spec import uses_event_trigger
+    from tvbod.core.spec_sections import uses_event_trigger
 
     if not uses_event_trigger(out):  # e.g. --set strategy=gp-ucb: the trigger keys go with it
         for key in ("trigger", "forgetting_floor"):
@@ -176,26 +176,28 @@ def verify(mapping: dict, history: list[dict], epochs: list[tuple[int, dict, boo
     import numpy as np
 
     from tvbod.core import make_strategy
+    from tvbod.core.behaviours import read_stored, spelled
     from tvbod.service.reload import rebuild_strategy
 
-    epochs = list(epochs or [])
+    # Each mapping with its behaviour's settings spelled out: one that only spells them
+    # differently is the same configuration (the daemon's fingerprint agrees).
+    epochs = [(t, m, issued, spelled(m)) for t, m, issued in epochs or []]
     if start is not None:
-        mapping = start["optimizer"]
+        mapping = read_stored(start["optimizer"])
     elif epochs:
         mapping = epochs[0][1]
     s = make_strategy(mapping)
     if start is not None:
         s.load_state_dict(start["strategy"])
-    current = mapping
+    current = spelled(mapping)
     resets, worst = [], 0.0
     for i, e in enumerate(history):
-        latest = [(m, issued) for t_from, m, issued in epochs if t_from <= e["t"]]
-        if latest and latest[-1][0] != current:
-            new, issued = latest[-1]
+        latest = [(m, issued, full) for t_from, m, issued, full in epochs if t_from <= e["t"]]
+        if latest and latest[-1][2] != current:
+            new, issued, current = latest[-1]
             if issued:
                 s.ask()  # the daemon had issued step t's proposal under the old settings
             s = rebuild_strategy(s.state_dict(), new, keep_pending=issued)
-            current = new
         if e["t"] != s.t:
             return (i, f"history jumps from step {s.t - 1} to {e['t']} (missing records)",
                     resets, worst)
@@ -303,11 +305,15 @@ def run(args: argparse.Namespace) -> int:
               "verified (`tvbod inspect`, `tvbod repair`: docs/reliability.md, Quarantine)",
               file=sys.stderr)
         return 1
-    mapping = recorded_optimizer(plant_dir, args.config)
     from tvbod.core import SpecError
 
-    if not args.set and not args.unset:
+    try:  # a stored mapping no behaviour version reproduces is refused (behaviours.read_stored)
+        mapping = recorded_optimizer(plant_dir, args.config)
         epochs = [] if args.config is not None else load_epochs(plant_dir)
+    except SpecError as exc:
+        print(f"tvbod replay: the recorded optimizer mapping: {exc}", file=sys.stderr)
+        return 2
+    if not args.set and not args.unset:
         if start is not None:
             epochs = [ep for ep in epochs if ep[0] >= start["strategy"]["t"]]
         n, divergence, resets, worst = verify(mapping, history, epochs, start, args.tolerance)

@@ -154,8 +154,8 @@ def _outer_minus_inverse(alpha: np.ndarray, L: np.ndarray) -> np.ndarray:
 class ExplicitInverseLogPosterior(_Objective):
     """The same objective as tvbod 0.2 evaluated it, bit for bit: `K^{-1}` by `cho_solve(L, I)`
     and the `(d, n, n)` tensor of `dK/d log l_i`, rebuilt from `X / l` at every call. Kept only
-    so that state written under it (`hyperparameters.objective: explicit-inverse`, what a stored
-    configuration without the key means) replays exactly; a few times slower than `LogPosterior`."""
+    so that state written under it (behaviour versions 1-2, `tvbod.core.behaviours`) replays
+    exactly; a few times slower than `LogPosterior`."""
 
     def _kernel_and_grads(self, kernel):
         Z = self.X / kernel.lengthscales
@@ -200,7 +200,7 @@ class ExplicitInverseLogPosterior(_Objective):
 
 
 #: `hyperparameters.objective`: how the objective is evaluated (the same function, rounded
-#: differently); `explicit-inverse` is tvbod 0.2's, kept for replaying state written under it.
+#: differently); `explicit-inverse` is behaviour versions 1-2's, kept for replaying their state.
 OBJECTIVES = {"factored": LogPosterior, "explicit-inverse": ExplicitInverseLogPosterior}
 
 

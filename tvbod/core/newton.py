@@ -35,7 +35,7 @@ from .gp import predict_with_grad
 from .kernels import Matern52, SquaredExponential
 
 #: A start stops when its step improves the acquisition by at most `budget.tolerance` (relative
-#: to max(1, |a|); this polish's value before the key existed: 1e-12, `optimize.LEGACY_TOLERANCE`),
+#: to max(1, |a|); behaviour versions 1-3: 1e-12, `behaviours.LEGACY_TOLERANCE`),
 #: or when its step is below `X_TOL` lengthscales in every coordinate.
 X_TOL = 1e-10
 #: Armijo's sufficient-increase constant and the most step halvings per iteration.

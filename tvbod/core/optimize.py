@@ -23,9 +23,6 @@ POLISHES = ("lbfgsb-joint", "newton")
 #: 1e-5 of an acquisition value is ~1e-4 of the noise sd at the default noise: the point moves
 #: within a flat top, the value it reaches does not (docs/benchmarks.md, *The core*).
 TOLERANCE = 1e-5
-#: What each polish stopped at before `budget.tolerance` existed (SciPy's L-BFGS-B `ftol`,
-#: the Newton polish's `F_TOL`): a stored configuration without the key means these.
-LEGACY_TOLERANCE = {"lbfgsb-joint": 2.220446049250313e-09, "newton": 1e-12}
 
 
 @dataclass(frozen=True)

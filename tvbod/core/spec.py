@@ -11,22 +11,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import validate
+from .behaviours import refuse_fixed, spelled
 from .errors import InvalidValue, SpecError
 from .optimize import POLISHES, TOLERANCE
 from .safety import SafetySpec, parse_safety
-from .spec_sections import (EXPLORATIONS, PAPER_TRIGGER, TRIGGERS,  # noqa: F401 (re-exported)
-                            ExplorationSpec, TriggerSpec, parse_exploration, parse_trigger)
+from .spec_model import (DEFAULT_NOISE_VARIANCE, HyperSpec, parse_hyper, parse_measurement,
+                         parse_noise)
+from .spec_sections import (RESET_POLICIES, STRATEGIES, ExplorationSpec, TriggerSpec,
+                            parse_exploration, parse_trigger)
 
-#: Strategy presets: (reset policy, temporal factor) — see `strategies.gpucb`.
-STRATEGIES = {
-    "et-gp-ucb": ("event", None),
-    "gp-ucb": ("none", None),
-    "r-gp-ucb": ("periodic", None),
-    "tv-gp-ucb": ("none", "forgetting"),
-    "ui-tvbo": ("none", "drift"),
-    "random-search": ("none", None),  # Sobol random search: a baseline, no GP
-}
-RESET_POLICIES = ("event", "periodic", "none")
 ACQUISITIONS = ("ucb", "ei")
 #: Keys that only one strategy uses, and which.
 _STRATEGY_KEYS = {"reset_period": "r-gp-ucb", "forgetting": "tv-gp-ucb", "drift_variance": "ui-tvbo"}
@@ -61,35 +54,6 @@ class KernelSpec:
 
 
 @dataclass(frozen=True)
-class HyperSpec:
-    """Online MAP estimation of the lengthscales: Gamma(`prior_shape`, `prior_rate`) prior on each,
-    bounded to `[lower, upper]`, refit after every `refit_every`-th tell from the current values
-    plus `restarts` draws from the prior, L-BFGS-B with `maxiter`."""
-
-    prior_shape: float = 15.0
-    prior_rate: float = 10.0 / 3.0
-    lower: float = 1e-2
-    upper: float = 1e2
-    refit_every: int = 1
-    restarts: int = 0
-    maxiter: int = 50
-    #: The signal variance sigma_f^2 and the noise variance sigma_n^2 fitted with the lengthscales
-    #: (log-uniform priors on these bounds); None: fixed (the default).
-    variance_bounds: tuple[float, float] | None = None
-    noise_bounds: tuple[float, float] | None = None
-    #: Skip a refit when the projected gradient of the log posterior at the current values is at
-    #: most this (nats per unit of log theta; L-BFGS-B's own stopping test); 0: always refit.
-    refit_tolerance: float = 0.05
-    #: Where a refit's L-BFGS-B runs stop (`REFIT_STOPS`): `tolerance`, at the projected gradient
-    #: `refit_tolerance` that also skips a refit; `scipy`, at SciPy's default (`gtol` 1e-5, what a
-    #: stored configuration without the key means).
-    refit_stop: str = "tolerance"
-    #: How the objective is evaluated (`tvbod.core.hyperparameters.OBJECTIVES`): `factored`, or
-    #: `explicit-inverse`, tvbod 0.2's (what a stored configuration without the key means).
-    objective: str = "factored"
-
-
-@dataclass(frozen=True)
 class OptimizerSpec:
     """A validated strategy configuration; `make_strategy` turns it into a `Strategy`."""
 
@@ -97,7 +61,7 @@ class OptimizerSpec:
     strategy: str = "et-gp-ucb"
     sense: str = "maximize"
     kernel: KernelSpec = field(default_factory=lambda: KernelSpec("se"))
-    noise_variance: float = 0.02
+    noise_variance: float = DEFAULT_NOISE_VARIANCE
     beta_c1: float = 0.4
     beta_c2: float = 4.0
     delta_b: float = 0.1
@@ -107,6 +71,7 @@ class OptimizerSpec:
     measurement_offset: float | None = None  # None: `auto` (calibrated, see `calibration.py`)
     measurement_scale: float | None = None  # None: `auto`
     calibration_points: int | None = None  # auto offset/scale: measurements used (None: max(20, 2d + 2))
+    #: pessimism, relevel and tolerance are fixed by the behaviour version (`behaviours`).
     pessimism: float = 1.0  # auto offset: this many scales on the worse side of the mean
     #: auto offset: during the refractory period after a reset it follows the mean of the new
     #: dataset's measurements (`OutputMap.relevel`), not only the reset's one measurement
@@ -182,7 +147,6 @@ _mapping, _check_keys, _number, _integer, _choice, _vector, _matrix = (
     validate.mapping, validate.check_keys, validate.number, validate.integer, validate.choice,
     validate.vector, validate.matrix)
 _OPT, _KERNEL = validate.defaults(OptimizerSpec), validate.defaults(KernelSpec)
-_HYPER = HyperSpec()
 
 
 # ---------------------------------------------------------------------- sections
@@ -258,65 +222,6 @@ def _parse_kernel(value, domain: DomainSpec, dim: int) -> KernelSpec:
     return KernelSpec(kind, lengthscales=ls, variance=var)
 
 
-_HYPER_KEYS = {"lengthscales", "prior", "bounds", "refit_every", "restarts", "maxiter", "variance",
-               "noise_variance", "variance_bounds", "noise_bounds", "refit_tolerance", "objective",
-               "refit_stop"}
-OBJECTIVES = ("factored", "explicit-inverse")
-REFIT_STOPS = ("tolerance", "scipy")
-#: Default bounds of the learned signal and noise variances (GP scale; wide: scale-free in effect).
-VARIANCE_BOUNDS, NOISE_BOUNDS = (1e-3, 1e3), (1e-6, 1.0)
-
-
-def _variance_bounds(m: Mapping, key: str, default: tuple) -> tuple | None:
-    """`hyperparameters.<key>: map | fixed` and its `<key>_bounds` (None when fixed)."""
-    bkey = "variance_bounds" if key == "variance" else "noise_bounds"
-    mode = _choice(m.get(key, "fixed"), f"hyperparameters.{key}", ("fixed", "map"))
-    if mode == "fixed":
-        if bkey in m:
-            raise SpecError(f"hyperparameters.{bkey}", f"applies only with {key}: map")
-        return None
-    b = _vector(m.get(bkey, list(default)), f"hyperparameters.{bkey}", 2)
-    lo = _number(b[0], f"hyperparameters.{bkey}[0]", 0.0, lo_open=True)
-    return lo, _number(b[1], f"hyperparameters.{bkey}[1]", lo, lo_open=True)
-
-
-def _parse_hyper(value, kernel: KernelSpec) -> HyperSpec | None:
-    m = _mapping(value, "hyperparameters")
-    _check_keys(m, _HYPER_KEYS, "hyperparameters.")
-    mode = _choice(m.get("lengthscales", "fixed"), "hyperparameters.lengthscales", ("fixed", "map"))
-    if mode == "fixed":
-        extra = sorted(set(m) - {"lengthscales"})
-        if extra:
-            raise SpecError(f"hyperparameters.{extra[0]}", "applies only with lengthscales: map")
-        return None
-    if kernel.type == "matrix":
-        raise SpecError("hyperparameters.lengthscales", "a matrix kernel has no lengthscales", "fixed")
-    prior = _mapping(m.get("prior", {}), "hyperparameters.prior")
-    _check_keys(prior, {"shape", "rate"}, "hyperparameters.prior.")
-    bounds = _vector(m.get("bounds", [_HYPER.lower, _HYPER.upper]), "hyperparameters.bounds", 2)
-    lo = _number(bounds[0], "hyperparameters.bounds[0]", 0.0, lo_open=True)
-    hi = _number(bounds[1], "hyperparameters.bounds[1]", lo, lo_open=True)
-    return HyperSpec(
-        prior_shape=_number(prior.get("shape", _HYPER.prior_shape), "hyperparameters.prior.shape",
-                            0.0, lo_open=True),
-        prior_rate=_number(prior.get("rate", _HYPER.prior_rate), "hyperparameters.prior.rate",
-                           0.0, lo_open=True),
-        lower=lo, upper=hi,
-        refit_every=_integer(m.get("refit_every", _HYPER.refit_every),
-                             "hyperparameters.refit_every", 1),
-        restarts=_integer(m.get("restarts", _HYPER.restarts), "hyperparameters.restarts", 0, 100),
-        maxiter=_integer(m.get("maxiter", _HYPER.maxiter), "hyperparameters.maxiter", 1, 10000),
-        variance_bounds=_variance_bounds(m, "variance", VARIANCE_BOUNDS),
-        noise_bounds=_variance_bounds(m, "noise_variance", NOISE_BOUNDS),
-        refit_tolerance=_number(m.get("refit_tolerance", _HYPER.refit_tolerance),
-                                "hyperparameters.refit_tolerance", 0.0, 1e3),
-        refit_stop=_choice(m.get("refit_stop", _HYPER.refit_stop), "hyperparameters.refit_stop",
-                           REFIT_STOPS),
-        objective=_choice(m.get("objective", _HYPER.objective), "hyperparameters.objective",
-                          OBJECTIVES),
-    )
-
-
 def _parse_acquisition(value) -> tuple[str, float]:
     """`acquisition: ucb | ei` or `{type: ei, xi: 0.01}`."""
     if isinstance(value, str):
@@ -327,12 +232,17 @@ def _parse_acquisition(value) -> tuple[str, float]:
     return kind, _number(m.get("xi", _OPT.ei_xi), "acquisition.xi", 0.0)
 
 
-def parse_spec(spec: Mapping | OptimizerSpec) -> OptimizerSpec:
-    """Validate the `optimizer:` mapping (see docs/configuration.md) into an `OptimizerSpec`."""
+def parse_spec(spec: Mapping | OptimizerSpec, settings: Mapping | None = None) -> OptimizerSpec:
+    """Validate the `optimizer:` mapping (see docs/configuration.md) into an `OptimizerSpec`,
+    under the behaviour version it names (`behaviour`; the newest without it). A fixed setting
+    of the version in the mapping is refused; `settings` replaces some for an experiment
+    (`tvbod.core.behaviours.spelled`)."""
     if isinstance(spec, OptimizerSpec):
         return spec
     try:
-        return _parse_spec(spec)
+        m = _mapping(spec, "optimizer")
+        refuse_fixed(m)
+        return _parse_spec(spelled(m, settings))
     except SpecError:
         raise
     except InvalidValue as e:  # from the validator kit
@@ -367,7 +277,7 @@ def _parse_spec(spec: Mapping) -> OptimizerSpec:
     kernel = _parse_kernel(m.get("kernel", {}), domain, dim)
     beta = _mapping(m.get("beta", {}), "beta")
     _check_keys(beta, {"c1", "c2"}, "beta.")
-    meas = _parse_measurement(m.get("measurement", {}))
+    meas = parse_measurement(m.get("measurement", {}))
     budget = _mapping(m.get("budget", {}), "budget")
     _check_keys(budget, {"candidates", "starts", "maxiter", "polish", "tolerance"}, "budget.")
     kw = {}
@@ -385,7 +295,7 @@ def _parse_spec(spec: Mapping) -> OptimizerSpec:
         strategy=strategy,
         sense=sense,
         kernel=kernel,
-        **_parse_noise(m.get("noise_variance"), meas, m.get("hyperparameters")),
+        **parse_noise(m.get("noise_variance"), meas, m.get("hyperparameters")),
         beta_c1=_number(beta.get("c1", _OPT.beta_c1), "beta.c1", 0.0),
         beta_c2=_number(beta.get("c2", _OPT.beta_c2), "beta.c2", 1.0),
         delta_b=_number(m.get("delta_b", _OPT.delta_b), "delta_b", 0.0, 1.0, lo_open=True,
@@ -398,74 +308,12 @@ def _parse_spec(spec: Mapping) -> OptimizerSpec:
         polish=_choice(budget.get("polish", _OPT.polish), "budget.polish", POLISHES),
         tolerance=_number(budget.get("tolerance", _OPT.tolerance), "budget.tolerance", 0.0, 0.1),
         seed=_integer(m.get("seed", _OPT.seed), "seed", 0, 2**63 - 1),
-        hyper=_parse_hyper(m.get("hyperparameters", {}), kernel),
+        hyper=parse_hyper(m.get("hyperparameters", {}), kernel),
         reset=reset,
         **_parse_extensions(m, strategy, domain, kernel),
         **parse_trigger(m, (reset or STRATEGIES[strategy][0]) == "event"),
         **kw,
     )
-
-
-def default_noise_variance(calibrates: bool, hyper) -> float | str:
-    """`noise_variance`'s default: `auto` with an auto measurement map (`calibrates`), unless the
-    MAP refit learns the noise (`hyperparameters.noise_variance: map` in the mapping `hyper`);
-    else the fixed 0.02 on the GP's scale."""
-    hyper_noise = isinstance(hyper, Mapping) and hyper.get("noise_variance") == "map"
-    return "auto" if calibrates and not hyper_noise else _OPT.noise_variance
-
-
-def _parse_noise(value, meas: dict, hyper) -> dict:
-    """`noise_variance: number | auto` (default: `default_noise_variance`). `auto` estimates it
-    once, from the calibration measurements."""
-    calibrates = meas["measurement_offset"] is None or meas["measurement_scale"] is None
-    hyper_noise = isinstance(hyper, Mapping) and hyper.get("noise_variance") == "map"
-    if value is None:
-        value = default_noise_variance(calibrates, hyper)
-    if value == "auto":
-        if not calibrates:
-            raise SpecError("noise_variance", "auto is estimated from the measurements that "
-                            "calibrate an auto measurement map; with a fixed map give a number")
-        if hyper_noise:
-            raise SpecError("noise_variance", "auto contradicts hyperparameters.noise_variance: "
-                            "map (the refit learns it)")
-        return {"noise_variance": _OPT.noise_variance, "learns_noise": True}
-    return {"noise_variance": _number(value, "noise_variance", 0.0, lo_open=True),
-            "learns_noise": False}
-
-
-def _parse_measurement(value) -> dict:
-    """`measurement: auto | {offset: number | auto, scale: number | auto, calibration_points: n,
-    pessimism: k}`: the map to the GP's scale, `internal = sign (y - offset) / scale`. `auto`
-    estimates the offset (the mean, moved `pessimism` scales to the worse side) and scale (standard
-    deviation) from the first `calibration_points` measurements and then keeps them, across
-    resets too (`calibration.py`). `auto` is the default of both: a plant that names only its
-    parameters' bounds is measured on its own scale."""
-    if value == "auto":
-        value = {"offset": "auto", "scale": "auto"}
-    meas = _mapping(value, "measurement")
-    _check_keys(meas, {"offset", "scale", "calibration_points", "pessimism", "relevel"},
-                "measurement.")
-    offset, scale = meas.get("offset", "auto"), meas.get("scale", "auto")
-    auto = offset == "auto" or scale == "auto"
-    if "calibration_points" in meas and not auto:
-        raise SpecError("measurement.calibration_points", "applies only with offset or scale auto")
-    for key in ("pessimism", "relevel"):
-        if key in meas and offset != "auto":
-            raise SpecError(f"measurement.{key}", "applies only with offset auto")
-    relevel = meas.get("relevel", _OPT.relevel)
-    if not isinstance(relevel, bool):
-        raise SpecError("measurement.relevel", f"must be true or false, got {relevel!r}")
-    points = meas.get("calibration_points")
-    return {
-        "measurement_offset": None if offset == "auto" else _number(offset, "measurement.offset"),
-        "measurement_scale": None if scale == "auto" else _number(scale, "measurement.scale", 0.0,
-                                                                  lo_open=True),
-        "calibration_points": None if points in (None, "auto") else _integer(
-            points, "measurement.calibration_points", 2, 100000),
-        "pessimism": _number(meas.get("pessimism", _OPT.pessimism), "measurement.pessimism", 0.0,
-                             10.0),
-        "relevel": relevel,
-    }
 
 
 def _parse_extensions(m: Mapping, strategy: str, domain: DomainSpec, kernel: KernelSpec) -> dict:
@@ -482,8 +330,3 @@ def _parse_extensions(m: Mapping, strategy: str, domain: DomainSpec, kernel: Ker
     return {"acquisition": acq, "ei_xi": xi, "exploration": exploration}
 
 
-def uses_event_trigger(m: Mapping) -> bool:
-    """Whether an `optimizer:` mapping resets on the event trigger (ET-GP-UCB or `reset: event`)."""
-    strategy = m.get("strategy", "et-gp-ucb")
-    preset = STRATEGIES.get(strategy, (None,))[0] if isinstance(strategy, str) else None
-    return (m.get("reset") or preset) == "event"

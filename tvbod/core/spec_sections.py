@@ -1,5 +1,5 @@
-"""The exploration and trigger sections of the `optimizer:` mapping (`tvbod.core.spec` re-exports
-their names): frozen dataclasses, each default written once, and their parsers.
+"""The strategy presets and the exploration and trigger sections of the `optimizer:` mapping:
+frozen dataclasses, each default written once, and their parsers.
 """
 
 from __future__ import annotations
@@ -10,8 +10,26 @@ from dataclasses import dataclass
 from . import validate
 from .errors import SpecError
 
+#: Strategy presets: (reset policy, temporal factor) — see `strategies.gpucb`.
+STRATEGIES = {
+    "et-gp-ucb": ("event", None),
+    "gp-ucb": ("none", None),
+    "r-gp-ucb": ("periodic", None),
+    "tv-gp-ucb": ("none", "forgetting"),
+    "ui-tvbo": ("none", "drift"),
+    "random-search": ("none", None),  # Sobol random search: a baseline, no GP
+}
+RESET_POLICIES = ("event", "periodic", "none")
 EXPLORATIONS = ("fixed", "adaptive", "agpucb")
 TRIGGERS = ("robust", "paper")
+
+
+def uses_event_trigger(m: Mapping) -> bool:
+    """Whether an `optimizer:` mapping resets on the event trigger (ET-GP-UCB or `reset: event`)."""
+    strategy = m.get("strategy", "et-gp-ucb")
+    preset = STRATEGIES.get(strategy, (None,))[0] if isinstance(strategy, str) else None
+    return (m.get("reset") or preset) == "event"
+
 
 @dataclass(frozen=True)
 class ExplorationSpec:
@@ -53,7 +71,8 @@ class TriggerSpec:
     `|D| >= uninformed_from`; None: off; `uninformed_from` None: `min_points`), a refractory
     period that grows by `backoff` with each reset that follows the last one within
     `burst_steps` steps (1: fixed), and a `reset_burst` report past `burst_resets` resets in
-    `burst_steps` steps.
+    `burst_steps` steps. `uninformed`, `uninformed_from` and `backoff` are fixed by the
+    behaviour version (`tvbod.core.behaviours`; the defaults are the newest version's).
     `paper`: the paper's Algorithm 1 exactly (point test only, refit on any dataset).
     """
 

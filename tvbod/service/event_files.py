@@ -233,7 +233,7 @@ def load_epochs(plant_dir: Path) -> list[tuple[int, dict, bool]]:
     """`(t, optimizer mapping, issued)` in force from step t on, in the order the daemon recorded
     them (every start's `plant_restored` and every `config_reloaded`); `issued` says whether
     step t's proposal had been issued under the previous settings."""
-    from tvbod.core.spec_history import with_explicit_defaults
+    from tvbod.core.behaviours import read_stored
     from tvbod.service.store import read_optimizer
 
     epochs = []
@@ -241,6 +241,5 @@ def load_epochs(plant_dir: Path) -> list[tuple[int, dict, bool]]:
         if e.get("event") in ("plant_restored", "config_reloaded") and "fingerprint" in e:
             mapping = read_optimizer(plant_dir, e["fingerprint"])
             if mapping is not None:
-                stored = with_explicit_defaults(mapping, stored=True)
-                epochs.append((e["t"], stored, bool(e.get("pending"))))
+                epochs.append((e["t"], read_stored(mapping), bool(e.get("pending"))))
     return epochs

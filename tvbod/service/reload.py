@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tvbod.core import Strategy, make_strategy
+from tvbod.core.behaviours import FIXED, spelled
 from tvbod.core.spec import OptimizerSpec
 from tvbod.errors import TvbodError
 from tvbod.service.config import DaemonConfig, PlantConfig, inherit
@@ -55,15 +56,17 @@ def _flatten(m: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def changed_keys(old: Mapping, new: Mapping) -> list[str]:
-    """Dotted keys whose values differ between two optimizer mappings."""
-    a, b = _flatten(old), _flatten(new)
+    """Dotted keys whose values differ between two optimizer mappings, each with every setting
+    of its behaviour version spelled out (`behaviours.spelled`)."""
+    a, b = _flatten(spelled(old)), _flatten(spelled(new))
     return sorted(k for k in set(a) | set(b) if a.get(k, None) != b.get(k, None))
 
 
 def frozen_changes(old: Mapping, new: Mapping) -> list[str]:
-    """The changed keys that a live reload must refuse."""
-    return [k for k in changed_keys(old, new)
-            if any(k == f or k.startswith(f + ".") for f in FROZEN)]
+    """The changed keys that a live reload must refuse (a fixed setting follows the behaviour
+    version: a start under a newer one applies it as a change)."""
+    return [k for k in changed_keys(old, new) if k not in FIXED
+            and any(k == f or k.startswith(f + ".") for f in FROZEN)]
 
 
 @dataclass

@@ -24,11 +24,11 @@ _NAMED = 3
 
 
 def stored_optimizer(state: dict) -> dict:
-    """The optimizer mapping a checkpoint was written under, its trigger spelled out (a mapping
-    stored by tvbod 0.1.0 has no `trigger` key: its ET-GP-UCB was the paper's)."""
-    from tvbod.core.spec_history import with_explicit_defaults
+    """The optimizer mapping a checkpoint was written under, with its behaviour version
+    (`behaviours.read_stored`: a mapping stored before the key existed says it by its keys)."""
+    from tvbod.core.behaviours import read_stored
 
-    return with_explicit_defaults(state.get("optimizer", {}), stored=True)
+    return read_stored(state.get("optimizer", {}))
 
 
 def non_finite(value: Any, path: str, found: list[str]) -> list[str]:
@@ -131,14 +131,12 @@ def _apply_problems(state: dict[str, Any] | None, records: list[dict[str, Any]],
     from tvbod.core import make_strategy
     from tvbod.service.event_files import load_epochs
 
-    if state is not None:
-        mapping = stored_optimizer(state)
-    else:
+    if state is None:
         epochs = load_epochs(plant_dir)
         if not epochs:
             return []
-        mapping = epochs[-1][1]
     try:
+        mapping = stored_optimizer(state) if state is not None else epochs[-1][1]
         strategy = make_strategy(mapping)
         if state is not None:
             strategy.load_state_dict(state["strategy"])

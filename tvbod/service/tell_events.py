@@ -57,7 +57,7 @@ class TellEvents:
             ev.emit("reset_burst", level="warning", t=result.t, resets=trig.burst_resets + 1,
                     within_steps=trig.burst_steps, refractory_steps=hold,
                     hint="resets faster than the trigger's burst rate: the model does not fit the "
-                    f"measurements; no reset for the next {hold} steps (trigger.backoff). Check "
+                    f"measurements; no reset for the next {hold} steps (the refractory backoff). Check "
                     "the measurement map and lengthscales (docs/configuration.md, Measurement "
                     "scaling)")
         if not replayed:

@@ -129,14 +129,14 @@ def spec(plant, algo: pr.Algo, seed: int, horizon: int, budget: Budget) -> dict:
 
 def bounds_only(plant, seed: int, extra: dict | None = None) -> dict:
     """The optimizer mapping the daemon makes of a plant file with only bounds (the plant's box,
-    `sense: minimize`, `optimizer: {strategy: et-gp-ucb}` plus `extra`): defaults spelled out as
-    for a new plant (`with_explicit_defaults`)."""
-    from tvbod.core.spec_history import with_explicit_defaults
+    `sense: minimize`, `optimizer: {strategy: et-gp-ucb}` plus `extra`), under the newest
+    behaviour version, as for a new plant."""
+    from tvbod.core.behaviours import NEWEST
 
     if not hasattr(plant, "lower"):
         raise ValueError(f"plant {plant.name!r} has no box: the bounds-only row needs one")
-    return with_explicit_defaults({"strategy": "et-gp-ucb", **(extra or {}), "seed": seed,
-                                   "sense": "minimize", "domain": _box(plant)})
+    return {"strategy": "et-gp-ucb", **(extra or {}), "seed": seed, "sense": "minimize",
+            "domain": _box(plant), "behaviour": NEWEST}
 
 
 @lru_cache(maxsize=None)

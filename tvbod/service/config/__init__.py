@@ -12,7 +12,7 @@ are read and checked (tvbod.service.security). docs/configuration.md is the refe
 key, docs/security.md explains the `security:` section.
 
 One module per purpose: `common` (ConfigError, the YAML reader, paths), `plants` (plant files),
-`endpoints` (endpoints and default directories), `curve` (the `security:` section), `daemon` (the
+`side_files` (a plant's kernel matrix and empirical samples read from files), `endpoints` (endpoints and default directories), `curve` (the `security:` section), `daemon` (the
 daemon file). The checks themselves are the core's validator kit (tvbod/core/validate.py), shared
 with `tvbod.core.spec`.
 """

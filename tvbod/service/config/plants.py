@@ -14,15 +14,14 @@ from typing import Any
 
 import numpy as np
 
+from tvbod.core.behaviours import NEWEST, spelled, user_part
 from tvbod.core.errors import DomainError, SpecError
-from tvbod.core.kernels import empirical_covariance
 from tvbod.core.spec import MAX_FINITE_POINTS, OptimizerSpec, parse_spec
-from tvbod.core.spec_history import with_explicit_defaults
 from tvbod.core.validate import InvalidValue, check_keys as _check_keys, choice as _choice
 from tvbod.core.validate import integer as _integer, mapping as _mapping, number as _number
-from tvbod.core.validate import string as _string
 from tvbod.protocol import PLANT_NAME_PATTERN, is_valid_plant_name
 from tvbod.service.config.common import in_file, plain, read_yaml
+from tvbod.service.config.side_files import empirical_kernel, read_matrix_file
 
 _PLANT_KEYS = {
     "name", "description", "parameters", "sense", "optimizer", "proposal_timeout", "failure",
@@ -37,8 +36,6 @@ DEFAULT_MAX_MEASUREMENT_SIGMAS = 1e6
 #: keeps every square and sum of the calibration finite in float64.
 DEFAULT_MAX_MEASUREMENT_ABS = 1e12
 MAX_MEASUREMENT_ABS_LIMIT = 1e150
-#: Decimals kept of an empirical covariance, so its fingerprint does not depend on BLAS round-off.
-_EMPIRICAL_DECIMALS = 12
 
 
 @dataclass(frozen=True)
@@ -195,16 +192,18 @@ INHERITED = ("measurement",)
 
 def inherit(config: PlantConfig, stored: Mapping) -> PlantConfig:
     """`config` with each `INHERITED` key its file leaves out taken from `stored`, the optimizer
-    mapping of the plant's existing history: a file without `measurement` means `auto` for a new
-    plant and, for a plant with data, the map the data were written under (a changed default is
-    no change of the plant). `config` itself when nothing differs."""
-    keys = [k for k in config.defaulted
-            if k in stored and stored[k] != config.optimizer_mapping.get(k)]
-    if not keys:
+    mapping of the plant's existing history (`behaviours.read_stored`): a file without
+    `measurement` means `auto` for a new plant and, for a plant with data, the map the data were
+    written under (a changed default is no change of the plant). The settings its behaviour
+    version fixes are `config`'s. `config` itself when nothing differs."""
+    have, had = spelled(config.optimizer_mapping), spelled(stored)
+    taken = {k: user_part(k, had[k]) for k in config.defaulted if k in had}
+    taken = {k: v for k, v in taken.items() if v != user_part(k, have.get(k))}
+    if not taken:
         return config
-    mapping, spec = _parsed({**config.optimizer_mapping, **{k: stored[k] for k in keys}})
+    mapping, spec = _parsed({**config.optimizer_mapping, **taken})
     return replace(config, optimizer=spec, optimizer_mapping=mapping,
-                               fingerprint=fingerprint(mapping, config.parameters))
+                   fingerprint=fingerprint(mapping, config.parameters))
 
 
 #: Recently parsed optimizer mappings, by their exact JSON text -> (mapping, spec). Plant files
@@ -339,10 +338,12 @@ def _optimizer_mapping(value, parameters: tuple[ParameterConfig, ...], sense: st
     """The user's `optimizer:` mapping plus `domain` and `sense` from the plant level, with side
     files read into it; and `{spec key: side file}` for the values read from a file."""
     mapping = plain(_mapping(value, "optimizer"))
-    for key in ("domain", "sense", "safety"):
+    for key in ("domain", "sense", "safety", "behaviour"):
         if key in mapping:
             what = {"domain": "`parameters`", "sense": "the plant's `sense`",
-                    "safety": "the plant file's top-level `safety:`"}[key]
+                    "safety": "the plant file's top-level `safety:`",
+                    "behaviour": "the tvbod that writes the plant's state (docs/configuration.md, "
+                                 "Behaviour versions)"}[key]
             raise InvalidValue(f"optimizer.{key}", f"must not be set here: it comes from {what}")
     arms = parameters[0].arms
     if arms is not None:
@@ -353,69 +354,16 @@ def _optimizer_mapping(value, parameters: tuple[ParameterConfig, ...], sense: st
         if parameters[0].scaling is not None:
             mapping["domain"]["scaling"] = [p.scaling for p in parameters]
     mapping["sense"] = sense
-    mapping = with_explicit_defaults(mapping)
+    mapping["behaviour"] = NEWEST
     kernel = mapping.get("kernel")
     side_files: dict[str, Path] = {}
     if isinstance(kernel, Mapping) and "empirical_from" in kernel:
-        mapping["kernel"] = _empirical_kernel(kernel, arms, base)
+        mapping["kernel"] = empirical_kernel(kernel, arms, base)
     elif arms is not None and isinstance(kernel, Mapping) and isinstance(kernel.get("matrix"), str):
         side_files["kernel.matrix"] = base / kernel["matrix"]
         mapping["kernel"] = {**kernel, "matrix": read_matrix_file(
             side_files["kernel.matrix"], "optimizer.kernel.matrix").tolist()}
     return mapping, side_files
-
-
-#: Side-file formats of a matrix (`matrix: FILE`): by the file name's suffix.
-MATRIX_FILE_SUFFIXES = (".csv", ".npy")
-
-
-def read_matrix_file(path: Path, key: str) -> np.ndarray:
-    """A 2-D array of finite numbers from a CSV (comma-separated rows) or a `.npy` file; a
-    mistake is an `InvalidValue` for `key` naming the file. Shape, symmetry and positive
-    semi-definiteness are the core's checks, as for the inline form."""
-    suffix = path.suffix.lower()
-    if suffix not in MATRIX_FILE_SUFFIXES:
-        raise InvalidValue(key, f"{path}: the file name must end in .csv or .npy",
-                           "a list of lists of numbers, or a FILE.csv / FILE.npy path")
-    try:
-        if suffix == ".npy":
-            a = np.load(path, allow_pickle=False)
-        else:
-            a = np.loadtxt(path, delimiter=",", ndmin=2, dtype=float)
-    except OSError as e:
-        raise InvalidValue(key, f"cannot read {path} ({e.strerror or e})") from None
-    except (ValueError, EOFError) as e:
-        kind = "an .npy array of numbers" if suffix == ".npy" else "a CSV of numbers"
-        raise InvalidValue(key, f"{path} is not {kind} ({e})") from None
-    if a.dtype.kind not in "biuf" or a.ndim != 2 or a.size == 0:
-        raise InvalidValue(key, f"{path} holds a {a.ndim}-D {a.dtype} array of shape {a.shape}; "
-                           "a matrix kernel needs a non-empty 2-D array of numbers")
-    a = a.astype(float)
-    if not np.all(np.isfinite(a)):
-        raise InvalidValue(key, f"{path} holds a value that is not finite (NaN or infinity)")
-    return a
-
-
-def _empirical_kernel(kernel: Mapping, arms: int | None, base: Path) -> dict:
-    key = "optimizer.kernel.empirical_from"
-    if arms is None:
-        raise InvalidValue(key, "is for an arm parameter; a continuous domain needs", "se, matern52")
-    _check_keys(kernel, {"type", "empirical_from"}, "optimizer.kernel.")
-    _choice(kernel.get("type", "matrix"), "optimizer.kernel.type", ("matrix",))
-    csv = base / _string(kernel["empirical_from"], key)
-    try:
-        samples = np.loadtxt(csv, delimiter=",", ndmin=2, dtype=float)
-    except OSError as e:
-        raise InvalidValue(key, f"cannot read {csv} ({e.strerror or e})") from None
-    except ValueError as e:
-        raise InvalidValue(key, f"{csv} is not a CSV of numbers ({e})") from None
-    if samples.shape[0] != arms:
-        raise InvalidValue(key, f"{csv} has {samples.shape[0]} rows, one per arm, but the arm parameter "
-                       f"has {arms} arms")
-    if samples.shape[1] < 2 or not np.all(np.isfinite(samples)) or np.std(samples) == 0:
-        raise InvalidValue(key, f"{csv} needs at least 2 columns of finite, not all equal, numbers")
-    K = empirical_covariance(samples, standardize=True, decimals=_EMPIRICAL_DECIMALS)
-    return {"type": "matrix", "matrix": K.tolist()}
 
 
 def _canonical(value):
@@ -430,7 +378,10 @@ def _canonical(value):
 
 
 def fingerprint(optimizer_mapping: Mapping, parameters: tuple[ParameterConfig, ...]) -> str:
-    """sha256 of the canonical JSON of the optimizer mapping and the parameters (hex)."""
-    doc = {"optimizer": optimizer_mapping, "parameters": [asdict(p) for p in parameters]}
+    """sha256 of the canonical JSON of the optimizer mapping, every setting of its behaviour
+    version spelled out (`behaviours.spelled`: equal behaviour, equal fingerprint), and the
+    parameters (hex)."""
+    doc = {"optimizer": spelled(optimizer_mapping),
+           "parameters": [asdict(p) for p in parameters]}
     text = json.dumps(_canonical(doc), sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode()).hexdigest()
