@@ -89,7 +89,7 @@ def test_each_old_versions_entry_is_what_its_fixture_needs_to_replay(fixture, pl
     # The fixture's history replays under the version it reads as, and not under the newest
     # (except the newest's own fixture), so the table entry is what reproduces it.
     from tvbod.service.event_files import load_epochs
-    from tvbod.service.replay import checked_history, recorded_optimizer, verify
+    from tvbod.commands.replay import checked_history, recorded_optimizer, verify
 
     plant_dir = FIXTURES / fixture / "state" / "plants" / plant
     history, start, _ = checked_history(plant_dir)

@@ -1,5 +1,5 @@
 """`forgetting_floor: auto`: the forgetting rate learned by marginal likelihood on a grid
-(`hyperparameters.fit_forgetting`), against a direct computation and against the rate that
+(`grid_fits.fit_forgetting`), against a direct computation and against the rate that
 generated the data; the spec key; exact state round trips and replay of the learned rate."""
 
 import json
@@ -10,7 +10,7 @@ import pytest
 from scipy.linalg.lapack import dpotrf, dpotrs
 
 from tvbod.core import SpecError, make_strategy
-from tvbod.core.hyperparameters import (
+from tvbod.core.grid_fits import (
     FORGETTING_GRID, fit_forgetting, forgetting_log_likelihoods,
 )
 from tvbod.core.kernels import ForgettingFactor, SquaredExponential

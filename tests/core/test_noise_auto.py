@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tvbod.core import SpecError, make_strategy, parse_spec
-from tvbod.core.hyperparameters import NOISE_FLOOR, fit_noise, noise_log_likelihoods
+from tvbod.core.grid_fits import NOISE_FLOOR, fit_noise, noise_log_likelihoods
 from tvbod.core.behaviours import read_stored, spelled
 
 BOX = {"type": "box", "lower": [0.0, 0.0], "upper": [1.0, 1.0]}

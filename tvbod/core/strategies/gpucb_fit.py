@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..domains import PointsDomain
-from ..hyperparameters import (GammaPrior, Hyperparameters, fit_forgetting, fit_hyperparameters,
-                               fit_noise)
+from ..grid_fits import fit_forgetting, fit_noise
+from ..hyperparameters import GammaPrior, Hyperparameters, fit_hyperparameters
 from ..kernels import ForgettingFactor
 from .build import build_base_kernel, build_kernel
 
