@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tvbod.bench.doc_renders import RESULTS, render
+from tvbod.errors import TvbodError
 
 #: The documents whose results blocks are rendered, relative to the repository root.
 DOCS = ("README.md", "docs/benchmarks.md")
@@ -36,7 +37,7 @@ _BLOCK = re.compile(r"<!-- results: (?P<name>[\w.-]+) -->(?P<body>.*?)<!-- /resu
                     re.DOTALL)
 
 
-class StaleDocs(Exception):
+class StaleDocs(TvbodError):
     """A document's results block differs from what its summaries render."""
 
 
