@@ -27,7 +27,7 @@ def forgetting_log_likelihoods(K: np.ndarray, y: np.ndarray, times: np.ndarray,
     elementwise products in a C-ordered one, copied into a Fortran-ordered one that `dpotrf`
     factors in place. Each value is computed exactly as from a fresh `K * T_eps` (the same
     products, the same lower triangle into LAPACK; at eps = 0, `K * exp(0) = K` bit for bit), only
-    without the ~4 n x n temporaries per value (~15 % faster, docs/benchmarks.md)."""
+    without the n x n temporaries each value would otherwise allocate."""
     y = np.asarray(y, dtype=float)
     n = len(y)
     half_dt = 0.5 * np.abs(np.subtract.outer(times, times))

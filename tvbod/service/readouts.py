@@ -22,8 +22,8 @@ _BEST_RULE = "posterior-mean maximizer over D"
 class LatencyWindow:
     """The last `_LATENCY_WINDOW` service times of one request type, for p50/p99 in `status`.
 
-    A float64 ring (8 KB when full, allocated at the first sample) rather than a deque of Python
-    floats (~32 KB): two per plant. The percentiles do not depend on the samples' order."""
+    A float64 ring (allocated at the first sample), a fraction of a deque of Python floats'
+    memory: two per plant. The percentiles do not depend on the samples' order."""
 
     def __init__(self) -> None:
         self._ring: np.ndarray | None = None
