@@ -18,7 +18,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,plots,metrics,cluster]'
 	touch $(STAMP)
 
+# Two tests need programs from Debian's packages and are skipped, with the reason, without them:
+# the browser test of `tvbod report` (chromium) and the alert-rule tests (promtool, in the
+# prometheus package): `apt-get install chromium fonts-liberation prometheus` (.ci/run does).
 test: $(STAMP)
+	@command -v chromium >/dev/null || echo "make test: chromium not found, the report's browser test is skipped (apt-get install chromium fonts-liberation)"
+	@command -v promtool >/dev/null || echo "make test: promtool not found, the alert-rule tests are skipped (apt-get install prometheus)"
 	$(PY) -m pytest -q
 
 demo: $(STAMP)

@@ -150,6 +150,8 @@ def test_readme_daemon_recipe(deployment, tmp_path):
     # plain and with --tolerance: on the machine that recorded it, both find it bit for bit
     assert out.count("verified: 8 steps reproduced exactly") == 2
     assert "what-if over 8 recorded steps: delta_b=0.01" in out
+    page = (tmp_path / "cartpole.html").read_text()  # a wheel with the core dependencies only
+    assert '<h1 id="plant-name">cartpole</h1>' in page and "k_phi [N/rad]" in page
     state = tmp_path / ".local" / "state" / "tvbod" / "plants"
     assert sorted(p.name for p in state.iterdir()) == ["cartpole", "cartpole-safe", "temperature"]
     rows = _pandas_rows(tmp_path / "cartpole.csv")
@@ -181,6 +183,8 @@ def test_deployment_trial_run(deployment, tmp_path):
     assert len(runs) == 1 and runs[0].name.startswith("demo-"), runs
     assert out.count("steps reproduced exactly") == 4  # the trial's replay + the demo's three
     assert (runs[0] / "plants" / "temperature_train.csv").is_file()
+    for plant in ("cartpole", "cartpole-safe", "temperature"):  # no plots extra: the reports
+        assert f"{plant}: report {runs[0] / (plant + '.html')}" in out
 
 
 def _unit_command(unit: Path, instance: str | None = None) -> tuple[list[str], dict[str, str]]:
@@ -236,6 +240,9 @@ def test_deployment_service_install(deployment, tmp_path):
         assert "cartpole at t=7 (|D|=6" in outputs[2]
         assert "problems" in outputs[3] and "plant cartpole" in outputs[3]
         assert len((deployment.root / "cartpole.csv").read_text().splitlines()) == 7
+        pages = sorted(p.name for p in (deployment.root / "reports").iterdir())
+        assert pages == ["cartpole-safe.html", "cartpole.html", "temperature.html"], pages
+        assert "tvbod report: cartpole -> " in outputs[5]
     finally:
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(60) == 0, daemon.stderr.read()[-3000:]

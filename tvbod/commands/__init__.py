@@ -1,5 +1,5 @@
-"""`tvbod` command line: init | run | status | best | inspect | replay | export | import | demo |
-bench | keygen.
+"""`tvbod` command line: init | run | status | best | report | inspect | replay | export | import |
+demo | bench | keygen.
 
 Each subcommand lives in its own module exposing `add_arguments(parser)` and `run(args) -> int`;
 modules are imported lazily so `tvbod status` does not pay for scipy.
@@ -22,6 +22,7 @@ COMMANDS = {
     "best": ("tvbod.commands.best", "the gains to deploy now (posterior-mean maximizer)"),
     "inspect": ("tvbod.commands.inspect", "summarize a plant's checkpoint and journal offline"),
     "replay": ("tvbod.commands.replay", "re-run a plant's optimizer offline from its journal"),
+    "report": ("tvbod.commands.report", "a one-file HTML report per plant (read-only)"),
     "export": ("tvbod.commands.export", "a plant's history as CSV or JSON lines (read-only)"),
     "import": ("tvbod.commands.import_csv", "seed a plant's state offline from a CSV"),
     "repair": ("tvbod.commands.repair", "rebuild a quarantined plant from its history "

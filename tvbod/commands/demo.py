@@ -6,8 +6,9 @@ current directory; works from an installed wheel as from a checkout), starts the
 (friction x2.5 at t = 100, T = 300) twice, for `cartpole` and for `cartpole-safe` (a wide gain box
 that holds destabilising gains, tuned with `safety:`), and the temperature adapter (Intel Lab
 sensors, T = 96) against it, streams their progress, stops the daemon, verifies every plant's
-history by offline replay, then prints a summary per plant and writes PNG plots (measurement,
-regret, gains, resets; the safe set's share of the box and the violations) into the run folder.
+history by offline replay, then prints a summary per plant and writes its report (`tvbod report`:
+one HTML page with the measurements, resets, trigger statistics, gains, safe set and events) into
+the run folder, printing each page's path.
 """
 
 from __future__ import annotations
@@ -129,101 +130,9 @@ def _detection(history: list[dict], t: int) -> str:
     return f", point test: psi {e['psi']:.3f} > threshold {e['threshold']:.3f}"
 
 
-def _ratio(h: dict, value: str, limit: str) -> float:
-    v, thr = h.get(value), h.get(limit)
-    ok = isinstance(v, (int, float)) and isinstance(thr, (int, float)) and 0 < thr < float("inf")
-    return v / thr if ok else float("nan")
-
-
-def _incumbents(records: list[dict], sense: str) -> list[dict]:
-    """Per step, the gains of the best measurement since the last reset (the dataset's best)."""
-    best, out = None, []
-    for r in records:
-        if r["reset"]:
-            best = None
-        if r["measurement"] is not None and (best is None or (
-                r["measurement"] < best["measurement"] if sense == "minimize"
-                else r["measurement"] > best["measurement"])):
-            best = r
-        out.append((best or r)["gains"])
-    return out
-
-
-def plot(run_dir: Path, name: str, records: list[dict], jump_at: int | None,
-         history: list[dict] | None = None, sense: str = "minimize") -> Path | None:
-    """Measurements (the chosen arm as points for an arms plant), normalized regret, each trigger
-    test's statistic over its threshold (a reset where one crosses 1), and the incumbent's gains
-    in physical units, one panel each; resets in red, the jump dashed."""
-    try:
-        import matplotlib
-    except ImportError:
-        return None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    t = np.array([r["t"] for r in records])
-    names = list(records[0]["gains"])
-    arms = len(names) == 1 and all(isinstance(r["gains"][names[0]], int) for r in records)
-    by_t = {h["t"]: h for h in history or []}
-    safe = any(h.get("safe_fraction") is not None for h in by_t.values())
-    panels = 3 + len(names) + safe
-    fig, ax = plt.subplots(panels, 1, figsize=(9, 2.0 * panels), sharex=True)
-    y = np.array([np.nan if r["measurement"] is None else r["measurement"] for r in records])
-    ax[0].plot(t, y, ".", ms=3)
-    ax[0].set_ylabel("measurement")
-    if safe:
-        _safety_panel(ax[-1], ax[0], t, y, by_t)
-    reg = np.array([np.nan if r["regret"] is None else r["regret"] for r in records])
-    ax[1].plot(t, np.nancumsum(reg) / t)
-    ax[1].set_ylabel("R_t / t")
-    for value, limit, label in (("psi", "threshold", "point test: psi / threshold"),
-                                ("window_psi", "window_threshold", "window test: |sum e| / threshold")):
-        ratio = np.array([_ratio(by_t.get(int(s), {}), value, limit) for s in t])
-        if np.isfinite(ratio).any():
-            ax[2].semilogy(t, ratio, ".", ms=3, label=label)
-    ax[2].axhline(1.0, color="k", lw=0.8)
-    ax[2].set_ylabel("statistic / threshold")
-    ax[2].legend(fontsize=7, loc="upper left")
-    inc = _incumbents(records, sense)
-    for j, k in enumerate(names):
-        a = ax[3 + j]
-        if arms:
-            a.plot(t, [r["gains"][k] for r in records], ".", ms=3, label="sampled")
-            a.plot(t, [g[k] for g in inc], lw=0.8, color="tab:green", label="incumbent")
-            a.legend(fontsize=7, loc="upper left")
-        else:
-            a.plot(t, [g[k] for g in inc], lw=1.0, color="tab:green")
-        a.set_ylabel(k if arms else f"incumbent {k}")
-    ax[-1].set_xlabel("step t")
-    for r in records:
-        if r["reset"]:
-            for a in ax:
-                a.axvline(r["t"], color="tab:red", lw=0.6, alpha=0.6)
-    if jump_at is not None:
-        for a in ax:
-            a.axvline(jump_at, color="k", ls="--", lw=0.8)
-    ax[0].set_title(f"{name}: resets in red" + (", friction jump dashed" if jump_at else ""))
-    fig.tight_layout()
-    path = run_dir / f"{name}.png"
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
-
-
-def _safety_panel(a, measured, t, y, by_t: dict) -> None:
-    """The safe set's share of the box per step (`safe_fraction`), and the threshold violations
-    marked on the measurement panel."""
-    frac = [by_t.get(int(s), {}).get("safe_fraction") for s in t]
-    a.plot(t, [100 * f if f is not None else float("nan") for f in frac], lw=1.0)
-    a.set_ylabel("safe set, % of box")
-    hit = [i for i, s in enumerate(t) if by_t.get(int(s), {}).get("safety_violation")]
-    if hit:
-        measured.plot(t[hit], y[hit], "x", color="tab:red", ms=6, label="safety violation")
-        measured.legend(fontsize=7, loc="upper right")
-
-
 def run(args: argparse.Namespace) -> int:
+    from tvbod.commands.report import plant_configs, write_report
+
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
     run_dir = (args.out or Path.cwd() / "runs" / f"demo-{stamp}").resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -287,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
         verdicts[name] = rep.stdout.strip() or rep.stderr.strip()
     print("\n=== summary ===")
     jumps = {"cartpole": args.jump_at, "cartpole-safe": args.jump_at, "temperature": None}
+    configs = plant_configs(str(config))
     for name in adapters:
         records = _records(run_dir / f"{name}.jsonl")
         history = _history(run_dir / "state" / "plants" / name)
@@ -294,10 +204,9 @@ def run(args: argparse.Namespace) -> int:
         for line in summarize(name, records, jump, history):
             print(line)
         print(f"{name}: replay: {verdicts[name]}")
-        sense = "maximize" if name == "temperature" else "minimize"
-        png = plot(run_dir, name, records, jump, history, sense) if records else None
-        if png:
-            print(f"{name}: plot {png}")
+        page = write_report(run_dir / "state" / "plants" / name, run_dir / f"{name}.html",
+                            configs.get(name))
+        print(f"{name}: report {page}")
     print(f"state, events and logs: {run_dir}  ({time.monotonic() - start:.0f} s)")
     ok = daemon_code == 0 and all(c == 0 for c in codes.values())
     return 0 if ok else 1

@@ -128,24 +128,33 @@ def _apply_problems(state: dict[str, Any] | None, records: list[dict[str, Any]],
                     plant_dir: Path) -> list[str]:
     """Whether the optimizer the state was written under loads it and takes every journaled
     measurement after it (before the first checkpoint: the optimizer of the plant's last start)."""
+    return restored_strategy(state, records, plant_dir)[1]
+
+
+def restored_strategy(state: dict[str, Any] | None, records: list[dict[str, Any]],
+                      plant_dir: Path):
+    """`(strategy, problems)`: the optimizer a restore serves, rebuilt offline from checkpointed
+    `state` and the journal `records` after it, as `transition.apply` replays them (each
+    measurement told in turn). `strategy` is None when there is nothing to rebuild from (no
+    checkpoint and no recorded start) or when `problems` names why it cannot be rebuilt."""
     from tvbod.core import make_strategy
     from tvbod.service.event_files import load_epochs
 
-    if state is None:
-        epochs = load_epochs(plant_dir)
-        if not epochs:
-            return []
+    epochs = load_epochs(plant_dir) if state is None else []
+    if state is None and not epochs:
+        return None, []
     try:
         mapping = stored_optimizer(state) if state is not None else epochs[-1][1]
         strategy = make_strategy(mapping)
         if state is not None:
             strategy.load_state_dict(state["strategy"])
     except Exception as exc:  # noqa: BLE001 - any failure to load is the answer
-        return [f"the checkpoint's optimizer state does not load ({exc})"]
+        return None, [f"the checkpoint's optimizer state does not load ({exc})"]
     for record in records:
         if record.get("kind") in MEASURED:
             try:
                 strategy.tell(record["x"], record["y"], failed=bool(record.get("failed")))
             except Exception as exc:  # noqa: BLE001
-                return [f"the journal record of step {record.get('t')} cannot be applied ({exc})"]
-    return []
+                return None, [f"the journal record of step {record.get('t')} cannot be applied "
+                              f"({exc})"]
+    return strategy, []
