@@ -116,7 +116,9 @@ def test_wheel_and_sdist_carry_configs_data_units_and_license(deployment):
         "LICENSE", "configs/tvbod.yaml", "configs/plants/cartpole.yaml",
         "configs/plants/cartpole-safe.yaml",
         "configs/plants/temperature.yaml", "configs/adapters/cartpole.yaml",
-        "configs/adapters/temperature.yaml", "systemd/tvbod.service",
+        "configs/adapters/temperature.yaml", "configs/monitoring/alerts.yaml",
+        "configs/monitoring/alerts.test.yaml", "configs/monitoring/prometheus.yaml",
+        "configs/monitoring/grafana-dashboard.json", "systemd/tvbod.service",
         "systemd/tvbod-adapter@.service", "systemd/tvbod-adapter-command@.service")}
     data = {f"plant_adapters/temperature/data/{f}": ROOT / "plant_adapters/temperature/data" / f
             for f in ("temperature_train.csv", "temperature_test.csv", "README.md")}

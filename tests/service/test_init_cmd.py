@@ -15,7 +15,9 @@ import yaml
 from tvbod.service.config import load_daemon_config
 from tvbod.commands.init import SYSTEMD_ENV, _units_paths, sandbox_problem
 
-TREE = ["adapters/cartpole.yaml", "adapters/temperature.yaml", "plants/INTEL-LAB-DATA.md",
+TREE = ["adapters/cartpole.yaml", "adapters/temperature.yaml", "monitoring/alerts.test.yaml",
+        "monitoring/alerts.yaml", "monitoring/grafana-dashboard.json",
+        "monitoring/prometheus.yaml", "plants/INTEL-LAB-DATA.md",
         "plants/cartpole-safe.yaml", "plants/cartpole.yaml", "plants/temperature.yaml", "plants/temperature_train.csv",
         "systemd/tvbod-adapter-command@.service", "systemd/tvbod-adapter@.service",
         "systemd/tvbod.service", "tvbod.yaml"]

@@ -10,6 +10,10 @@
     DIR/systemd/tvbod.service          the units, ExecStart= pointing at this Python environment
     DIR/systemd/tvbod-adapter@.service and --config at DIR; the command template runs any
     DIR/systemd/tvbod-adapter-command@.service  adapter command named in DIR/adapters/NAME.env
+    DIR/monitoring/alerts.yaml         Prometheus alert rules, their unit tests
+    DIR/monitoring/alerts.test.yaml    (`promtool test rules`), a scrape configuration and a
+    DIR/monitoring/prometheus.yaml     Grafana dashboard (docs/deployment.md, Monitoring)
+    DIR/monitoring/grafana-dashboard.json
 
 The adapters' `endpoint:` is the endpoint `tvbod run --config DIR/tvbod.yaml` binds when run in
 the environment `init` runs in ($XDG_RUNTIME_DIR/tvbod/tvbod.sock, else /tmp/tvbod-<uid>/...);
@@ -44,6 +48,8 @@ _PLANTS = ("cartpole", "cartpole-safe", "temperature")
 #: adapter with `--plant cartpole-safe`, as `tvbod demo` does).
 _ADAPTERS = ("cartpole", "temperature")
 _EMPIRICAL = re.compile(r"^(\s*empirical_from:\s*)(\S+)(.*)$", re.MULTILINE)
+#: The monitoring files (configs/monitoring/), written as shipped.
+MONITORING = ("alerts.yaml", "alerts.test.yaml", "prometheus.yaml", "grafana-dashboard.json")
 _ENDPOINT = re.compile(r"^endpoint:.*$", re.MULTILINE)
 #: Trees the units' sandbox hides from the service, and the unit option that hides each.
 SANDBOX_HIDDEN = {"/tmp": "PrivateTmp=yes", "/var/tmp": "PrivateTmp=yes",
@@ -154,6 +160,8 @@ def build_tree(target: Path, systemd: bool) -> tuple[dict[str, bytes], str]:
         text = _ENDPOINT.sub(f"endpoint: {endpoint}   # {why} (tvbod init)", text, count=1)
         files[f"adapters/{plant}.yaml"] = text.encode()
     files.update(_units(target))
+    files.update({f"monitoring/{name}": shipped_text(f"configs/monitoring/{name}").encode()
+                  for name in MONITORING})
     return files, endpoint
 
 

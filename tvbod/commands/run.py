@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         server.open()
         malloc.trim()  # the restore's replaced and packed factors (tvbod/service/malloc.py)
         endpoints = server.bind()
-        metrics = server.metrics = metrics_module.create(config.metrics)
+        metrics = metrics_module.create(config.metrics)
     except (RestoreError, DaemonLockedError) as exc:
         _fail(f"tvbod: {exc}")
         sink.emit("daemon_stopped", level="error", reason=str(exc))
@@ -60,11 +60,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if config.metrics is not None:
         endpoints.append(f"http://{config.metrics[0]}:{config.metrics[1]}/metrics")
-    for name in server.quarantined:
-        metrics.quarantined(name, True)
-    for plant in server.plants.values():  # the gauges start where the restore left the plants
-        metrics.observe("plant_restored", {"plant": plant.name, "t": plant.strategy.t,
-                                           "dataset_size": plant.strategy.dataset_size})
+    server.host.use_metrics(metrics)
     server.install_signal_handlers()
     # READY=1 only now: configs validated, state restored, sockets bound, SIGHUP handled.
     notifier.ready(server.status_line())
@@ -74,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         server.serve()
     finally:
+        metrics.stopping()
         server.shutdown()
         metrics.close()
         sink.emit("daemon_stopped", reason="signal" if server.stop_requested else "error",

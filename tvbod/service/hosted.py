@@ -70,11 +70,25 @@ class PlantHost:
             self.quarantined[pc.name] = reason
             self.sink.emit("plant_quarantined", level="error", plant=pc.name, reason=reason,
                            directory=str(Path(self.config.state_dir) / "plants" / pc.name))
-            self.metrics.quarantined(pc.name, True)
+            self.metrics.quarantined(pc.name)
             return False
-        if self.quarantined.pop(pc.name, None) is not None:
-            self.metrics.quarantined(pc.name, False)
+        self.quarantined.pop(pc.name, None)
+        self.served(self.plants[pc.name])
         return True
+
+    def served(self, runtime: PlantRuntime) -> None:
+        """Tell the metrics that `runtime` is served: its series start at its restored values."""
+        self.metrics.plant_served(runtime.name, runtime.strategy.t, runtime.strategy.dataset_size,
+                                  runtime.config.optimizer.safety is not None)
+
+    def use_metrics(self, metrics: Metrics) -> None:
+        """Report to `metrics` from now on (they are created once the plants are restored and the
+        sockets bound): every served plant's series and every quarantined plant's flag."""
+        self.metrics = metrics
+        for name in self.quarantined:
+            metrics.quarantined(name)
+        for runtime in self.plants.values():
+            self.served(runtime)
 
     def plant(self, req) -> PlantRuntime:
         """The served plant `req` names, else `plant_unavailable` / `unknown_plant`."""
@@ -98,3 +112,4 @@ class PlantHost:
             runtime.events.emit("storage_error", level="error", what="checkpoint", error=str(exc))
         runtime.events.emit("plant_removed", t=runtime.strategy.t)
         runtime.close()
+        self.metrics.plant_removed(name)

@@ -44,11 +44,13 @@ def reload(host: PlantHost) -> bool:
     for pc, strategy, keys in rebuilt:
         switch_settings(host.plants[pc.name], pc, strategy, keys)
     host.plants.update(opened)
+    for runtime in opened.values():
+        host.served(runtime)
     for runtime in host.plants.values():
         apply_daemon_settings(runtime, new)
     for name in set(host.quarantined) - {pc.name for pc in new.plants}:
         del host.quarantined[name]
-        host.metrics.quarantined(name, False)
+        host.metrics.plant_removed(name)
     for pc in retry:
         host.open_or_quarantine(pc)
     host.config = dataclasses.replace(

@@ -93,14 +93,6 @@ class Server:
     def messages(self) -> int:
         return self.host.messages
 
-    @property
-    def metrics(self) -> Metrics:
-        return self.host.metrics
-
-    @metrics.setter
-    def metrics(self, metrics: Metrics) -> None:
-        self.host.metrics = metrics
-
     # ------------------------------------------------------------------ lifecycle
     def open(self) -> None:
         """Lock the state directory and restore every plant (checkpoint + journal replay).
