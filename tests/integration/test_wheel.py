@@ -189,6 +189,21 @@ def test_deployment_trial_run(deployment, tmp_path):
         assert f"{plant}: report {runs[0] / (plant + '.html')}" in out
 
 
+def test_deployment_monitoring(deployment, tmp_path):
+    """`tvbod init` from the wheel writes monitoring/, which promtool accepts as the page says."""
+    etc = tmp_path / "etc"
+    _run([str(deployment.venv / "bin" / "tvbod"), "init", str(etc)], env=deployment.env(tmp_path))
+    shipped = (ROOT / "configs" / "monitoring" / "prometheus.yaml").read_text()
+    assert marked_block("docs/deployment.md", "test_deployment_monitoring", 1) == shipped.rstrip()
+    assert (etc / "monitoring" / "prometheus.yaml").read_text() == shipped
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool not found (apt-get install prometheus): the block is not run")
+    for line in commands(marked_block("docs/deployment.md", "test_deployment_monitoring")):
+        out = _run(["bash", "-c", line.replace("/etc/tvbod", str(etc))])
+        assert "SUCCESS" in out.stdout, out.stdout
+
+
 def _unit_command(unit: Path, instance: str | None = None) -> tuple[list[str], dict[str, str]]:
     """ExecStart= as argv and the Environment= assignments of a unit file."""
     argv, env = None, {}

@@ -238,3 +238,12 @@ def test_prometheus_counts_safety_violations_and_the_safe_fraction(tmp_path):
     finally:
         d.stop()
     assert 0.0 <= m['tvbod_plant_safe_fraction{plant="alpha"}'] <= 1.0
+
+
+def test_docs_events_md_lists_every_metric_with_its_type():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "events.md").read_text()
+    table = text.split("## Metrics", 1)[1]
+    rows = dict(re.findall(r"^\| `(tvbod_\w+)` \| (\w+) \|", table, re.M))
+    assert rows == FAMILIES
