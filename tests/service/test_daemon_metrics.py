@@ -104,12 +104,7 @@ def test_promtool_finds_no_naming_problem_in_a_live_scrape(tmp_path):
     promtool = shutil.which("promtool")
     if promtool is None:
         pytest.skip("promtool not found (apt-get install prometheus): the lint needs it")
-    from daemon_harness import SAFE_PLANT
-
-    port = _free_port()
-    d = Daemon(tmp_path, extra=f"metrics: {{port: {port}}}\n")
-    (tmp_path / "plants" / "alpha.yaml").write_text(SAFE_PLANT)
-    d.start()
+    d, port = _safe_daemon(tmp_path)
     try:
         with d.client() as c:
             p = c.ask()
@@ -220,13 +215,18 @@ def test_status_watch_redraws_the_table_until_interrupted(tmp_path):
     assert d.stop() == 0
 
 
-def test_prometheus_counts_safety_violations_and_the_safe_fraction(tmp_path):
+def _safe_daemon(tmp_path):
+    """A started daemon with metrics whose plant `alpha` has `safety:`, and its metrics port."""
     from daemon_harness import SAFE_PLANT
 
     port = _free_port()
     d = Daemon(tmp_path, extra=f"metrics: {{port: {port}}}\n")
     (tmp_path / "plants" / "alpha.yaml").write_text(SAFE_PLANT)
-    d.start()
+    return d.start(), port
+
+
+def test_prometheus_counts_safety_violations_and_the_safe_fraction(tmp_path):
+    d, port = _safe_daemon(tmp_path)
     try:
         with d.client() as c:
             for value in (0.05, 0.06, 5.0, None):  # two good, one beyond max_cost, one failure
