@@ -133,3 +133,21 @@ def test_a_plant_the_daemon_would_quarantine_says_so_on_its_page(tmp_path):
 def test_a_path_that_is_no_plant_is_refused_with_exit_2(tmp_path, args, message):
     out = _tvbod(*args, cwd=tmp_path)
     assert out.returncode == 2 and message in out.stderr
+
+
+def test_a_history_with_a_step_missing_is_drawn_with_a_warning(site, tmp_path):
+    import shutil
+
+    root, _, _ = site
+    plant = tmp_path / "plants" / "alpha"
+    shutil.copytree(root / "state" / "plants" / "alpha", plant,
+                    ignore=shutil.ignore_patterns("lock*"))
+    events = plant / "events.jsonl"
+    lines = events.read_text().splitlines(keepends=True)
+    events.write_text("".join(l for l in lines if '"proposal_id": "alpha:7"' not in l
+                              or '"event": "measurement"' not in l))
+    out = _tvbod("report", str(plant), "--out", str(tmp_path / "a.html"))
+    assert out.returncode == 0, out.stderr
+    html = (tmp_path / "a.html").read_text()
+    assert "the recorded history is incomplete" in html
+    assert 7 not in [s["t"] for s in page_data(html)["steps"]]
